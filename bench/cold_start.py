@@ -1,0 +1,93 @@
+"""Cold start of dsx's light commands vs `python -c "import deepspeed"`.
+
+dsx --help / config / validate / schema must not import torch or deepspeed. Each command runs N times in a
+fresh process; we report the median wall time and the ratio to importing deepspeed, measured in the same run.
+
+    python bench/cold_start.py [--runs 10] [--out bench/results/cold_start]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def time_command(argv: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(argv)} exited {done.returncode}")
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--baseline-runs", type=int, default=5)
+    parser.add_argument("--out", default=str(ROOT / "bench/results/cold_start"))
+    args = parser.parse_args()
+
+    dsx = shutil.which("dsx") or str(Path(sys.executable).parent / "dsx")
+    commands = {
+        "dsx --help": [dsx, "--help"],
+        "dsx config --preset zero3-offload": [dsx, "config", "--preset", "zero3-offload"],
+        "dsx validate ds_configs/zero3-offload.json": [dsx, "validate", "ds_configs/zero3-offload.json"],
+        "dsx schema": [dsx, "schema"],
+    }
+    baseline_cmd = [sys.executable, "-c", "import deepspeed"]
+    baseline = time_command(baseline_cmd, args.baseline_runs)
+    base_median = statistics.median(baseline)
+    rows = []
+    for name, argv in commands.items():
+        times = time_command(argv, args.runs)
+        median = statistics.median(times)
+        rows.append({"command": name, "runs": args.runs, "median_s": round(median, 4), "min_s": round(min(times), 4),
+                     "max_s": round(max(times), 4), "speedup_vs_import_deepspeed": round(base_median / median, 1),
+                     "meets_target_0.3s": median <= 0.3})
+    result = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(), "machine": platform.machine(), "python": platform.python_version(),
+        "cpus": __import__("os").cpu_count(),
+        "versions": {p: metadata.version(p) for p in ("dsx", "deepspeed", "torch", "pydantic", "click", "rich")},
+        "command": "python bench/cold_start.py " + " ".join(sys.argv[1:]),
+        "baseline": {"command": 'python -c "import deepspeed"', "runs": args.baseline_runs,
+                     "median_s": round(base_median, 4)},
+        "rows": rows,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        f"# Cold start: dsx light commands vs `import deepspeed`",
+        "",
+        f"`{result['command']}` on {result['host']} ({result['cpus']} CPUs, Python {result['python']}), "
+        f"{result['date']}. Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".",
+        "",
+        f"Baseline `python -c \"import deepspeed\"`: median {base_median:.3f} s over {args.baseline_runs} runs.",
+        "",
+        "| command | median s | min s | max s | x faster than import deepspeed | <= 0.3 s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| `{r['command']}` | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_s']:.3f} | "
+                     f"{r['speedup_vs_import_deepspeed']} | {'yes' if r['meets_target_0.3s'] else 'NO'} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

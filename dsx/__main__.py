@@ -1,0 +1,3 @@
+from dsx.cli import main
+
+main()

@@ -1,0 +1,54 @@
+"""The `dsx` command. Subcommands live in dsx/cli/<name>.py and are imported only when run, so `dsx --help`
+never pays for pydantic models, let alone torch or deepspeed."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+# name -> (module, one-line help shown by `dsx --help`)
+COMMANDS = {
+    "config": ("dsx.cli.config", "Write a DeepSpeed config from a few choices or a preset."),
+    "validate": ("dsx.cli.validate", "Lint DeepSpeed configs: every mistake DeepSpeed would swallow."),
+    "schema": ("dsx.cli.schema", "Write the JSON Schema of the DeepSpeed config (for editors)."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(COMMANDS[name][0])
+        return module.command
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dsx", prog_name="dsx")
+def cli():
+    """dsx: pick, validate, run and measure DeepSpeed configs for Hugging Face models."""
+
+
+def main(argv=None):
+    """Entry point: user mistakes become one clear line and a non-zero exit, never a traceback."""
+    try:
+        return cli.main(args=argv, prog_name="dsx", standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("dsx: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug in dsx: say so plainly; DSX_DEBUG=1 shows the traceback
+        if os.environ.get("DSX_DEBUG"):
+            raise
+        click.echo(f"dsx: internal error: {type(exc).__name__}: {exc} (set DSX_DEBUG=1 for the traceback)",
+                   err=True)
+        sys.exit(3)

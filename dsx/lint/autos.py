@@ -1,0 +1,43 @@
+"""The string "auto": a placeholder that only the transformers Trainer and accelerate fill.
+
+Passed to DeepSpeed directly, "auto" is dropped from its pydantic sections before validation (so
+`"stage": "auto"` means ZeRO off, and a misspelled key set to "auto" is not even noticed), and breaks the
+dict-read keys later. dsx treats it as an error unless --hf says a Trainer/accelerate will fill it.
+"""
+
+from __future__ import annotations
+
+# Key path -> what DeepSpeed does with an unfilled "auto" there (deepspeed-facts §10.3).
+HF_FILLED: dict[str, str] = {
+    "train_micro_batch_size_per_gpu": "fails at DeepSpeedConfig() with a TypeError",
+    "train_batch_size": "fails at DeepSpeedConfig() with a TypeError",
+    "gradient_accumulation_steps": "fails at DeepSpeedConfig() with a TypeError",
+    "gradient_clipping": "is accepted and then fails at the first optimizer step",
+    "optimizer.params.lr": "fails at deepspeed.initialize()",
+    "optimizer.params.betas": "fails at deepspeed.initialize()",
+    "optimizer.params.eps": "fails at deepspeed.initialize()",
+    "optimizer.params.weight_decay": "fails at deepspeed.initialize()",
+    "scheduler.params.warmup_min_lr": "fails at deepspeed.initialize()",
+    "scheduler.params.warmup_max_lr": "fails at deepspeed.initialize()",
+    "scheduler.params.warmup_num_steps": "fails at deepspeed.initialize()",
+    "scheduler.params.total_num_steps": "fails at deepspeed.initialize()",
+    "fp16.enabled": "is silently dropped: fp16 stays off",
+    "bf16.enabled": "is silently dropped: bf16 stays off",
+    "zero_optimization.stage": "is silently dropped: stage 0, ZeRO is off",
+    "zero_optimization.offload_optimizer.device": "is silently dropped: no optimizer offload",
+    "zero_optimization.offload_param.device": "is silently dropped: no parameter offload",
+    "zero_optimization.reduce_bucket_size": "is silently dropped: the default (5e8) is used",
+    "zero_optimization.stage3_prefetch_bucket_size": "is silently dropped: the default (5e7) is used",
+    "zero_optimization.stage3_param_persistence_threshold": "is silently dropped: the default (1e5) is used",
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": "is silently dropped: weights are not gathered "
+    "on save",
+}
+
+# Filled by accelerate only; the transformers Trainer leaves these to accelerate as well (Trainer runs on it),
+# so --hf accepts them, but a plain `deepspeed` launch of a Trainer-less script never fills them.
+ACCELERATE_ONLY = {
+    "zero_optimization.stage",
+    "zero_optimization.offload_optimizer.device",
+    "zero_optimization.offload_param.device",
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+}

@@ -1,0 +1,318 @@
+"""One behaviour of `dsx validate` per test: a small config in, the exact finding out."""
+
+import pytest
+
+from dsx.lint.engine import lint
+from dsx.versions import Version
+
+NEW, OLD = Version("0.19.8"), Version("0.18.9")
+
+# A clean base every test starts from: valid for both 0.18.9 and 0.19.8, no warnings.
+BASE = {
+    "train_micro_batch_size_per_gpu": 4,
+    "gradient_accumulation_steps": 1,
+    "bf16": {"enabled": True, "check_grad_overflow": True},
+    "zero_optimization": {"stage": 2},
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+    "gradient_clipping": 1.0,
+}
+
+
+def config(**changes):
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE.items()}
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def run(cfg, **kw):
+    kw.setdefault("target", NEW)
+    return lint(cfg, **kw)
+
+
+def one(cfg, **kw):
+    found = run(cfg, **kw)
+    assert len(found) == 1, [f.render() for f in found]
+    return found[0]
+
+
+def codes(cfg, **kw):
+    return [(f.path, f.severity, f.code) for f in run(cfg, **kw)]
+
+
+def test_base_config_is_clean_for_both_versions():
+    assert run(BASE) == [] and run(BASE, target=OLD) == []
+
+
+# ---- unknown keys and typos
+
+
+def test_top_level_typo_names_the_right_key():
+    f = one(config(zero_optimisation={"stage": 3}))
+    assert (f.path, f.code, f.message, f.fix) == (
+        "zero_optimisation", "unknown-key", "unknown key 'zero_optimisation': DeepSpeed silently ignores it",
+        "did you mean 'zero_optimization'?")
+
+
+def test_typo_in_dict_read_section_is_an_error():
+    f = one(config(optimizer={"type": "AdamW", "parmas": {"lr": 1e-4}}))
+    assert (f.path, f.fix) == ("optimizer.parmas", "did you mean 'params'?")
+
+
+def test_typo_in_pydantic_section_says_deepspeed_rejects_it():
+    f = one(config(zero_optimization={"stage": 3, "stage3_max_live_paramters": 1}))
+    assert f.message == "unknown key 'stage3_max_live_paramters': DeepSpeed rejects the config"
+    assert f.fix == "did you mean 'stage3_max_live_parameters'?"
+
+
+def test_misspelled_key_set_to_auto_is_caught():
+    f = one(config(zero_optimization={"stage": 3, "stage3_prefetch_bucket_sise": "auto"}))
+    assert f.code == "unknown-key"
+    assert "drops keys set to \"auto\" before checking names" in f.message
+
+
+def test_docs_spelling_thread_count_points_to_intra_op_parallelism():
+    f = one(config(aio={"thread_count": 2}))
+    assert f.fix.startswith("use intra_op_parallelism")
+
+
+def test_max_grad_norm_in_optimizer_params_points_to_gradient_clipping():
+    f = one(config(optimizer={"type": "AdamW", "params": {"lr": 1e-4, "max_grad_norm": 1.0}}))
+    assert (f.path, f.code) == ("optimizer.params.max_grad_norm", "unknown-key")
+    assert f.fix.startswith("remove it and set the top-level `gradient_clipping` instead")
+
+
+def test_dotted_top_level_key_is_explained():
+    f = one(config(**{"zero_optimization.reduce_bucket_size": 5}))
+    assert f.fix.startswith('nest it: {"zero_optimization": {"reduce_bucket_size": ...}}')
+
+
+# ---- "auto"
+
+
+def test_auto_stage_without_hf_turns_zero_off():
+    f = one(config(zero_optimization={"stage": "auto"}))
+    assert (f.path, f.code) == ("zero_optimization.stage", "auto-unfilled")
+    assert f.message.endswith("it is silently dropped: stage 0, ZeRO is off")
+
+
+def test_auto_is_fine_where_hf_fills_it():
+    assert run(config(train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto",
+                      gradient_clipping="auto", bf16={"enabled": "auto", "check_grad_overflow": True}), hf=True) == []
+
+
+def test_auto_where_nothing_fills_it_is_an_error_even_with_hf():
+    f = one(config(zero_optimization={"stage": 2, "overlap_comm": "auto"}), hf=True)
+    assert (f.path, f.code) == ("zero_optimization.overlap_comm", "auto-unfilled")
+
+
+def test_auto_where_deepspeed_takes_it_is_fine():
+    assert run(config(zero_optimization={"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                                         "zenflow": {"select_strategy": "auto"}})) == []
+
+
+# ---- types
+
+
+def test_false_string_for_a_top_level_bool():
+    f = one(config(prescale_gradients="false"))
+    assert (f.code, f.message, f.fix) == (
+        "string-for-bool", 'expected true or false, got the string "false" (DeepSpeed reads any non-empty string '
+                           'as true)', "write false without quotes")
+
+
+def test_string_for_a_number():
+    f = one(config(steps_per_print="10"))
+    assert (f.code, f.message) == ("string-for-number", 'expected a number, got the string "10"')
+
+
+def test_integral_float_is_accepted_for_an_int():
+    assert run(config(zero_optimization={"stage": 2, "reduce_bucket_size": 5e8})) == []
+
+
+# ---- versions
+
+
+def test_removed_block_names_the_replacement():
+    f = one(config(sparse_attention={"mode": "fixed"}))
+    assert (f.code, f.message) == ("removed-feature", "'sparse_attention' was removed in DeepSpeed 0.19; "
+                                                      "DeepSpeed 0.19.8 does not support it")
+    assert "dsx's own sparse attention runtime" in f.fix
+
+
+def test_removed_block_is_valid_for_0_18():
+    assert run(config(sparse_attention={"mode": "fixed"}), target=OLD) == []
+
+
+def test_removed_optimizer_for_0_19():
+    found = codes(config(optimizer={"type": "OneBitAdam", "params": {"lr": 1e-4, "freeze_step": 100}},
+                         zero_optimization={"stage": 0}, fp16={"enabled": True}, bf16=None))
+    assert ("optimizer.type", "error", "removed-feature") in found
+
+
+def test_new_key_is_refused_for_0_18():
+    f = one(config(log_level="info"), target=OLD)
+    assert (f.code, f.message) == ("not-in-target", "'log_level' is new in DeepSpeed 0.19.0; DeepSpeed 0.18.9 does "
+                                                    "not know it")
+
+
+# ---- ZeRO stage rules
+
+
+def test_offload_param_at_stage_2_is_an_error():
+    f = one(config(zero_optimization={"stage": 2, "offload_param": {"device": "cpu", "pin_memory": True}}))
+    assert (f.code, f.severity) == ("stage3-only", "error")
+    assert "does NOT offload parameters" in f.message
+
+
+def test_stage3_tuning_key_at_stage_2_is_a_warning():
+    f = one(config(zero_optimization={"stage": 2, "stage3_max_live_parameters": 1000}))
+    assert (f.path, f.severity, f.code) == ("zero_optimization.stage3_max_live_parameters", "warning", "stage3-only")
+
+
+def test_zero_plus_plus_at_stage_2_is_an_error():
+    f = one(config(zero_optimization={"stage": 2, "zero_quantized_gradients": True}))
+    assert (f.severity, f.code) == ("error", "stage3-only")
+
+
+def test_nvme_offload_without_path():
+    f = one(config(zero_optimization={"stage": 3, "offload_param": {"device": "nvme", "pin_memory": True}}))
+    assert (f.path, f.code) == ("zero_optimization.offload_param.nvme_path", "nvme-without-path")
+
+
+def test_nvme_optimizer_offload_at_stage_2_is_really_cpu():
+    f = one(config(zero_optimization={"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme",
+                                                                        "pin_memory": True}}))
+    assert f.code == "nvme-below-stage3"
+
+
+def test_offload_at_stage_0():
+    f = one(config(zero_optimization={"stage": 0, "offload_optimizer": {"device": "cpu", "pin_memory": True}}))
+    assert f.code == "offload-without-zero"
+
+
+# ---- optimizer and schedule
+
+
+def test_onebit_with_zero():
+    found = codes(config(optimizer={"type": "OneBitAdam", "params": {"lr": 1e-4}}, fp16={"enabled": True}, bf16=None),
+                  target=OLD)
+    assert found == [("optimizer.type", "error", "onebit-with-zero")]
+
+
+def test_lamb_with_zero_needs_the_untested_flag():
+    f = one(config(optimizer={"type": "Lamb", "params": {"lr": 1e-3}}))
+    assert f.code == "untested-optimizer"
+
+
+def test_scheduler_without_optimizer():
+    f = one(config(optimizer=None, scheduler={"type": "WarmupLR", "params": {"warmup_num_steps": 10}}))
+    assert (f.path, f.severity, f.code) == ("scheduler", "warning", "scheduler-without-optimizer")
+
+
+def test_warmup_num_steps_zero():
+    found = run(config(scheduler={"type": "WarmupLR", "params": {"warmup_num_steps": 0}}))
+    assert [(f.path, f.code) for f in found] == [("scheduler.params.warmup_num_steps", "invalid-value")]
+
+
+def test_adam_with_weight_decay_warns_about_adamw():
+    f = one(config(optimizer={"type": "Adam", "params": {"lr": 1e-4, "weight_decay": 0.1}}))
+    assert f.code == "adam-is-adamw"
+
+
+# ---- precision and defaults
+
+
+def test_fp16_and_bf16_together():
+    found = codes(config(fp16={"enabled": True}))
+    assert ("fp16.enabled", "error", "fp16-and-bf16") in found
+
+
+def test_missing_gradient_clipping_warns_about_the_changed_default():
+    f = one(config(gradient_clipping=None))
+    assert (f.severity, f.code, f.message) == (
+        "warning", "version-default",
+        "not set: DeepSpeed 0.19 clips gradients at norm 1.0 by default, 0.18 did not clip at all")
+
+
+def test_negative_gradient_clipping():
+    assert one(config(gradient_clipping=-1.0)).code == "negative-clipping"
+
+
+def test_offload_without_pin_memory_warns():
+    f = one(config(zero_optimization={"stage": 2, "offload_optimizer": {"device": "cpu"}}))
+    assert (f.path, f.code) == ("zero_optimization.offload_optimizer.pin_memory", "version-default")
+
+
+# ---- batch
+
+
+def test_batch_arithmetic_against_world_size():
+    f = one(config(train_batch_size=64), world_size=8)
+    assert f.message == ("train_batch_size 64 != micro-batch 4 x gradient accumulation 1 x world size 8 = 32 "
+                         "(deepspeed.initialize asserts)")
+    assert f.fix == "set train_batch_size to 32, or leave it out"
+
+
+def test_batch_that_holds_for_some_world_size_is_fine_without_one():
+    assert run(config(train_batch_size=32)) == []
+
+
+def test_batch_that_no_world_size_fixes():
+    assert one(config(train_batch_size=30)).code == "batch-arithmetic"
+
+
+def test_no_batch_at_all():
+    assert one(config(train_micro_batch_size_per_gpu=None, gradient_accumulation_steps=None)).code == "batch-missing"
+
+
+# ---- no-op blocks, deprecations
+
+
+def test_pipeline_with_zero_3():
+    found = codes(config(zero_optimization={"stage": 3}, pipeline={"activation_checkpoint_interval": 1}))
+    assert found == [("pipeline", "error", "pipeline-with-zero")]
+
+
+def test_pipeline_stages_is_dead():
+    f = one(config(zero_optimization={"stage": 1}, pipeline={"stages": 4}))
+    assert (f.path, f.code) == ("pipeline.stages", "dead-key")
+
+
+def test_activation_checkpointing_that_enables_nothing():
+    f = one(config(activation_checkpointing={"number_checkpoints": 4}))
+    assert f.code == "no-op-block"
+
+
+def test_activation_checkpointing_under_the_trainer():
+    f = one(config(activation_checkpointing={"partition_activations": True}), hf=True)
+    assert f.fix == "use TrainingArguments(gradient_checkpointing=True) instead"
+
+
+def test_deprecated_cpu_offload():
+    f = one(config(zero_optimization={"stage": 2, "cpu_offload": True}))
+    assert (f.code, f.fix) == ("deprecated-key", 'use offload_optimizer: {"device": "cpu"}')
+
+
+def test_deprecated_gather_fp16_spelling():
+    f = one(config(zero_optimization={"stage": 3, "stage3_gather_fp16_weights_on_model_save": True}))
+    assert f.fix == "use stage3_gather_16bit_weights_on_model_save"
+
+
+def test_datastates_enabled_false_still_enables_it():
+    assert one(config(datastates_ckpt={"enabled": False})).code == "datastates-enabled"
+
+
+def test_duplicate_keys_reported_from_the_loader():
+    f = lint(BASE, target=NEW, duplicate_keys=["zero_optimization.stage"])[0]
+    assert (f.path, f.code) == ("zero_optimization.stage", "duplicate-key")
+
+
+def test_every_problem_is_reported_not_just_the_first():
+    cfg = config(zero_optimisation={"stage": 3}, prescale_gradients="false", gradient_clipping=-1,
+                 sparse_attention={"mode": "fixed"})
+    assert sorted(f.code for f in run(cfg)) == ["negative-clipping", "removed-feature", "string-for-bool",
+                                                "unknown-key"]
