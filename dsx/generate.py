@@ -264,30 +264,33 @@ def _order_like(config: dict, order: tuple[str, ...]) -> dict:
 
 def emit(config: dict) -> dict:
     """The emitted form of a validated raw config: non-default keys plus what a reader must always see."""
-    from dsx.schema.config import DeepSpeedConfig
+    from dsx.schema.config import SECTIONS, TopLevelConfig, section_adapter
 
-    model = DeepSpeedConfig.model_validate(config)
-    out = model.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude_none=True)
+    dump = {"mode": "json", "by_alias": True, "exclude_defaults": True, "exclude_none": True}
+    top = TopLevelConfig.model_validate({k: v for k, v in config.items() if k not in SECTIONS})
+    out = top.model_dump(**dump)
     for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
         if key in config:
             out[key] = config[key]
-    if "zero_optimization" in out or model.zero_optimization is not None:
-        zero = out.get("zero_optimization", {})
-        out["zero_optimization"] = {"stage": model.zero_optimization.stage} | {k: v for k, v in zero.items()
-                                                                                if k != "stage"}
-    for key in ("bf16", "fp16"):
-        block = getattr(model, key)
-        if block is not None:
-            out[key] = {"enabled": block.enabled} | {k: v for k, v in out.get(key, {}).items() if k != "enabled"}
-    if "optimizer" in out and "lr" in config.get("optimizer", {}).get("params", {}):
-        out["optimizer"].setdefault("params", {})
-        out["optimizer"]["params"] = {"lr": config["optimizer"]["params"]["lr"]} | {
-            k: v for k, v in out["optimizer"]["params"].items() if k != "lr"}
-    if "pipeline" in config:
-        out["pipeline"] = model.pipeline.model_dump(mode="json", by_alias=True, exclude_none=True,
-                                                   exclude={"stages", "partition", "seed_layers"})  # dead keys
-    if "sparse_attention" in out or model.sparse_attention is not None:
-        out["sparse_attention"] = {"mode": model.sparse_attention.mode} | out.get("sparse_attention", {})
+    for key in SECTIONS:
+        if key not in config:
+            continue
+        adapter = section_adapter(key)
+        section = adapter.validate_python(config[key])
+        block = adapter.dump_python(section, **dump) if section is not None else None
+        if key == "zero_optimization":
+            block = {"stage": section.stage} | {k: v for k, v in block.items() if k != "stage"}
+        elif key in ("bf16", "fp16"):
+            block = {"enabled": section.enabled} | {k: v for k, v in block.items() if k != "enabled"}
+        elif key == "optimizer" and "lr" in config[key].get("params", {}):
+            params = block.get("params", {})
+            block["params"] = {"lr": config[key]["params"]["lr"]} | {k: v for k, v in params.items() if k != "lr"}
+        elif key == "pipeline":  # small block: written whole, less the keys DeepSpeed never reads
+            block = adapter.dump_python(section, mode="json", by_alias=True, exclude_none=True,
+                                        exclude={"stages", "partition", "seed_layers"})
+        elif key == "sparse_attention":
+            block = {"mode": section.mode} | block
+        out[key] = block
     return _order_like(out, ORDER)
 
 

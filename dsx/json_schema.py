@@ -2,12 +2,24 @@
 
 Built from the same section models `dsx validate` uses; keys the target version does not have are left out,
 and with `hf=True` the string "auto" is allowed exactly where the transformers Trainer / accelerate fill it.
+
+Building it needs every section model (~0.5 s), so the schemas of the versions dsx knows are shipped in
+dsx/schema/json/ (a test fails when they drift from the models; `python -m dsx.json_schema` rewrites them).
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from dsx.lint.autos import HF_FILLED
-from dsx.versions import Version
+from dsx.versions import KNOWN_VERSIONS, Version
+
+SHIPPED = Path(__file__).parent / "schema" / "json"
+
+
+def shipped_path(target: Version) -> Path:
+    return SHIPPED / f"deepspeed-{target}.schema.json"
 
 
 def _deref(schema: dict, node: dict) -> list[dict]:
@@ -65,16 +77,43 @@ def _standard_bounds(node) -> None:
 
 
 def config_schema(target: Version, hf: bool = False) -> dict:
-    from dsx.schema.config import DeepSpeedConfig
+    """The schema for `target`: the shipped one for a known version, else built from the models."""
+    path = shipped_path(target)
+    schema = json.loads(path.read_text()) if path.exists() else build_schema(target)
+    if hf:
+        for key in HF_FILLED:
+            _allow_auto(schema, key)
+    schema["title"] = f"DeepSpeed {target} config (dsx{', Hugging Face auto values' if hf else ''})"
+    return schema
 
-    schema = DeepSpeedConfig.model_json_schema(by_alias=True, mode="validation")
+
+def build_schema(target: Version) -> dict:
+    """Build the schema from the section models (slow: imports and builds every section)."""
+    from dsx.schema.config import full_model
+    from dsx.schema.docs import attach_field_docs
+
+    model = full_model()
+    attach_field_docs()
+    schema = model.model_json_schema(by_alias=True, mode="validation")
     _prune(schema, schema, target)
     for definition in schema.get("$defs", {}).values():
         _prune(schema, definition, target)
     _standard_bounds(schema)
-    if hf:
-        for path in HF_FILLED:
-            _allow_auto(schema, path)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = f"DeepSpeed {target} config (dsx{' , Hugging Face auto values' if hf else ''})"
+    schema["title"] = f"DeepSpeed {target} config (dsx)"
     return schema
+
+
+def write_shipped() -> list[Path]:
+    SHIPPED.mkdir(parents=True, exist_ok=True)
+    written = []
+    for version in KNOWN_VERSIONS:
+        path = shipped_path(Version(version))
+        path.write_text(json.dumps(build_schema(Version(version)), indent=1, sort_keys=True) + "\n")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for written_path in write_shipped():
+        print(f"wrote {written_path}")

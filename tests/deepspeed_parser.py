@@ -30,7 +30,7 @@ import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence, Union
+from typing import Iterable, Sequence, Union
 
 VERSIONS = ("0.19.8", "0.18.9")
 DEFAULT_DS0189_DIR = "/tmp/ds0189"
@@ -198,7 +198,9 @@ def _encode(config: ConfigLike) -> dict:
     if isinstance(config, dict):
         return {"dict": config}
     if isinstance(config, (str, os.PathLike)):
-        return {"path": os.fspath(config)}
+        # absolute: the subprocess runs in a temporary directory (and DeepSpeed would misread a missing relative
+        # path as base64, facts J04)
+        return {"path": os.path.abspath(os.fspath(config))}
     raise TypeError(f"expected a config dict or a path, got {type(config).__name__}")
 
 

@@ -456,6 +456,7 @@ def test_targets_and_fillers_are_sane():
             assert set(fx.raw_expected) == set(VERSIONS), name
 
 
+@pytest.mark.deepspeed
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 @pytest.mark.parametrize("version", VERSIONS)
 def test_deepspeed_outcome_is_pinned(name, version):
@@ -464,6 +465,7 @@ def test_deepspeed_outcome_is_pinned(name, version):
     assert got == FIXTURES[name].expected[version], f"{name} on {version}: {r['exception']}: {r['message']}"
 
 
+@pytest.mark.deepspeed
 @pytest.mark.parametrize("name", sorted(n for n, fx in FIXTURES.items() if fx.filler))
 @pytest.mark.parametrize("version", VERSIONS)
 def test_raw_auto_config_outcome(name, version):
@@ -486,8 +488,9 @@ def test_target_version_outcome_matches_manifest_intent(name):
         assert fx.expected[fx.target] == ACC
 
 
+@pytest.mark.deepspeed
 @pytest.mark.parametrize("name", sorted(MALFORMED))
-def test_malformed_fixture_rejected_by_json_and_by_deepspeed_loader(name, tmp_path):
+def test_malformed_fixture_rejected_by_json_and_by_deepspeed_loader(name):
     text = (FIXTURE_DIR / f"{name}.json").read_text()
     with pytest.raises(json.JSONDecodeError):
         json.loads(text)
@@ -500,6 +503,7 @@ def test_malformed_fixture_rejected_by_json_and_by_deepspeed_loader(name, tmp_pa
         assert _outcome(_results(version)[f"file:{name}"]) == MALFORMED[name]
 
 
+@pytest.mark.deepspeed
 @pytest.mark.parametrize("run", sorted(EXTRA_WORLD_SIZE_RUNS), ids=lambda r: f"{r[0]}-ws{r[1]}-{r[2]}")
 def test_world_size_dependent_outcomes(run):
     name, ws, version = run
@@ -507,6 +511,7 @@ def test_world_size_dependent_outcomes(run):
     assert _outcome(r) == EXTRA_WORLD_SIZE_RUNS[run], f"{r['exception']}: {r['message']}"
 
 
+@pytest.mark.deepspeed
 @pytest.mark.parametrize(
     "name,version", sorted((n, v) for n, per in SILENT_EFFECTS.items() for v in per))
 def test_silent_effect_of_accepted_config(name, version):

@@ -316,3 +316,21 @@ def test_every_problem_is_reported_not_just_the_first():
                  sparse_attention={"mode": "fixed"})
     assert sorted(f.code for f in run(cfg)) == ["negative-clipping", "removed-feature", "string-for-bool",
                                                 "unknown-key"]
+
+
+def test_lamb_with_static_loss_scale():
+    f = one(config(optimizer={"type": "Lamb", "params": {"lr": 1e-3}}, zero_optimization={"stage": 0},
+                   fp16={"enabled": True, "loss_scale": 1024}, bf16=None))
+    assert (f.path, f.code) == ("fp16.loss_scale", "lamb-static-loss-scale")
+
+
+def test_reduce_bucket_size_zero_is_only_fine_for_0_18():
+    cfg = config(zero_optimization={"stage": 2, "reduce_bucket_size": 0})
+    assert one(cfg).code == "invalid-value" and run(cfg, target=OLD) == []
+
+
+def test_unknown_optimizer_param_fails_at_initialize():
+    f = one(config(optimizer={"type": "AdamW", "params": {"lr": 1e-4, "lrr": 1.0}}))
+    assert f.message == ("unknown key 'lrr': DeepSpeed accepts the config, then deepspeed.initialize() fails when it "
+                         "passes the key to the constructor")
+    assert f.fix == "did you mean 'lr'?"

@@ -14,6 +14,9 @@ COMMANDS = {
     "config": ("dsx.cli.config", "Write a DeepSpeed config from a few choices or a preset."),
     "validate": ("dsx.cli.validate", "Lint DeepSpeed configs: every mistake DeepSpeed would swallow."),
     "schema": ("dsx.cli.schema", "Write the JSON Schema of the DeepSpeed config (for editors)."),
+    "models": ("dsx.cli.models", "List the model presets with parameter counts."),
+    "run": ("dsx.cli.run", "Train a model preset with DeepSpeed for a few steps; measure; append a result row."),
+    "doctor": ("dsx.cli.doctor", "Check torch, CUDA, nvcc, ninja, libaio, pdsh and DeepSpeed's ops; say how to fix."),
 }
 
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from dsx.lint import autos
 from dsx.lint.findings import Finding, join
 from dsx.lint.paths import accepts, field_for, gate, keys_of, models_in, resolve
-from dsx.schema.config import DeepSpeedConfig
+from dsx.schema.config import SECTIONS, TopLevelConfig, section_adapter, top_level_keys
 from dsx.versions import Version
 
 # Sections DeepSpeed validates with pydantic (unknown keys rejected); everything else is read with dict.get
@@ -53,6 +53,8 @@ def regime(parts: list[str]) -> str:
     """How DeepSpeed treats an unknown key at this key path: 'rejects', 'ignores' or 'keeps'."""
     if len(parts) < 2:
         return "ignores"  # the top level is read with dict.get
+    if len(parts) == 3 and parts[0] in ("optimizer", "scheduler") and parts[1] == "params":
+        return "constructor"  # params become constructor keyword arguments
     top = parts[0]
     if top in PYDANTIC_SECTIONS or parts[:2] == ["timers", "throughput"]:
         return "rejects"
@@ -95,7 +97,7 @@ def check_autos(data: dict, ctx: LintContext) -> list[Finding]:
                 ))
             del parent[key]
             continue
-        _, info = resolve(DeepSpeedConfig, _split(path))
+        _, info = resolve(_split(path))
         if info is None or accepts(info, "auto"):
             continue  # unknown keys are reported by the model pass; some keys legitimately take "auto"
         effect = ("silently drops it and uses the default" if regime(_split(path)) == "rejects"
@@ -119,7 +121,7 @@ def check_versions(data: dict, ctx: LintContext) -> list[Finding]:
     for parent, key, path in list(_walk(data)):
         if key not in parent:
             continue
-        _, info = resolve(DeepSpeedConfig, _split(path))
+        _, info = resolve(_split(path))
         meta = gate(info)
         removed, added = meta.get("dsx_removed_in"), meta.get("dsx_added_in")
         if removed and ctx.target >= Version(removed):
@@ -180,11 +182,20 @@ def _suggest(key: str, parent_path: str, data: dict) -> str | None:
     if "." in key and not parent_path:
         head, _, rest = key.partition(".")
         return f"nest it: {{\"{head}\": {{\"{rest}\": ...}}}} (only accelerate expands dotted keys)"
-    models = [DeepSpeedConfig] if not parent_path else models_in(resolve(DeepSpeedConfig, _split(parent_path))[1].annotation)  # type: ignore[union-attr]
-    close = difflib.get_close_matches(key, keys_of(models), n=1, cutoff=0.6)
+    if parent_path:
+        candidates = keys_of(models_in(resolve(_split(parent_path))[1].annotation))  # type: ignore[union-attr]
+    else:
+        candidates = top_level_keys()
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
     if close:
         return f"did you mean '{close[0]}'?"
     return "remove it (`dsx schema` lists the keys of every section)"
+
+
+def _optimizer_is_muon(data: dict, parts: list[str]) -> bool:
+    optimizer = data.get("optimizer")
+    return (parts[0] == "optimizer" and isinstance(optimizer, dict)
+            and str(optimizer.get("type", "")).lower() == "muon")
 
 
 def _translate(err: dict, data: dict) -> Finding:
@@ -197,7 +208,11 @@ def _translate(err: dict, data: dict) -> Finding:
     if kind == "extra_forbidden":
         how = {"rejects": "DeepSpeed rejects the config",
                "ignores": "DeepSpeed silently ignores it",
-               "keeps": "DeepSpeed keeps it and never reads it"}[regime(parts)]
+               "keeps": "DeepSpeed keeps it and never reads it",
+               "constructor": "DeepSpeed accepts the config, then deepspeed.initialize() fails when it passes "
+                              "the key to the constructor"}[regime(parts)]
+        if regime(parts) == "constructor" and _optimizer_is_muon(data, parts):
+            how = "DeepSpeed's Muon silently ignores params it does not know"
         if value == "auto" and regime(parts) == "rejects":
             how = 'DeepSpeed drops keys set to "auto" before checking names, so it would not notice'
         try:
@@ -226,22 +241,35 @@ def _translate(err: dict, data: dict) -> Finding:
     return Finding(path, "error", "invalid-value", f"{err['msg']} (got {value!r})")
 
 
-def check_models(data: dict, ctx: LintContext) -> list[Finding]:
+def _model_errors(data: dict) -> list[dict]:
+    """pydantic errors for the top-level keys and each section used (sections validated on their own, so only
+    the sections present are ever built)."""
+    errors: list[dict] = []
     try:
-        DeepSpeedConfig.model_validate(data, context={"target": ctx.target})
-        return []
+        TopLevelConfig.model_validate({k: v for k, v in data.items() if k not in SECTIONS})
     except ValidationError as exc:
-        findings: list[Finding] = []
-        seen: set[str] = set()
-        for err in exc.errors():
-            finding = _translate(err, data)
-            if finding.code == "missing-key" and finding.path in ctx.autos:
-                continue  # it held "auto": reported already, or the Trainer/accelerate fills it
-            if finding.path in seen:  # one finding per key: union branches each report the same input
-                continue
-            seen.add(finding.path)
-            findings.append(finding)
-        return findings
+        errors += exc.errors()
+    for key in data:
+        if key in SECTIONS:
+            try:
+                section_adapter(key).validate_python(data[key])
+            except ValidationError as exc:
+                errors += [{**err, "loc": (key, *err["loc"])} for err in exc.errors()]
+    return errors
+
+
+def check_models(data: dict, ctx: LintContext) -> list[Finding]:
+    findings: list[Finding] = []
+    seen: set[str] = set()
+    for err in _model_errors(data):
+        finding = _translate(err, data)
+        if finding.code == "missing-key" and finding.path in ctx.autos:
+            continue  # it held "auto": reported already, or the Trainer/accelerate fills it
+        if finding.path in seen:  # one finding per key: union branches each report the same input
+            continue
+        seen.add(finding.path)
+        findings.append(finding)
+    return findings
 
 
 # ---------------------------------------------------------------- entry point

@@ -42,15 +42,23 @@ def keys_of(models: list[type[BaseModel]]) -> list[str]:
     return keys
 
 
-def resolve(root: type[BaseModel], keys: list[str]) -> tuple[list[type[BaseModel]], FieldInfo | None]:
-    """Follow `keys` from `root`: (models that hold the last key, its FieldInfo or None if unknown)."""
-    models: list[type[BaseModel]] = [root]
+def resolve(keys: list[str]) -> tuple[list[type[BaseModel]], FieldInfo | None]:
+    """Follow a key path from the top of the config: (models that hold the last key, its FieldInfo or None if
+    unknown). Only the sections on the path are imported."""
+    from dsx.schema.config import TopLevelConfig, root_field
+
+    models: list[type[BaseModel]] = [TopLevelConfig]
     info: FieldInfo | None = None
     for i, key in enumerate(keys):
-        hit = field_for(models, key)
-        if hit is None:
-            return models, None
-        info = hit[1]
+        if i == 0:
+            info = root_field(key)
+            if info is None:
+                return models, None
+        else:
+            hit = field_for(models, key)
+            if hit is None:
+                return models, None
+            info = hit[1]
         if i < len(keys) - 1:
             models = models_in(info.annotation)
             if not models:

@@ -225,6 +225,17 @@ def optimizer_needs_whitelist(data: dict, ctx: LintContext) -> Iterator[Finding]
                       "use AdamW with offload, or drop the offload")
 
 
+def lamb_needs_dynamic_loss_scale(data: dict, ctx: LintContext) -> Iterator[Finding]:
+    fp16 = _dict(data.get("fp16"))
+    scale = fp16.get("loss_scale", 0)
+    if (_optimizer_kind(data) in ("lamb", "onebitlamb") and _is_true(fp16.get("enabled"))
+            and isinstance(scale, (int, float)) and scale != 0):
+        yield Finding("fp16.loss_scale", "error", "lamb-static-loss-scale",
+                      f"Lamb needs dynamic loss scaling, but fp16.loss_scale is {scale} (static): "
+                      "deepspeed.initialize asserts",
+                      "set fp16.loss_scale to 0 (dynamic)")
+
+
 def adam_means_adamw(data: dict, ctx: LintContext) -> Iterator[Finding]:
     optimizer = _dict(data.get("optimizer"))
     params = _dict(optimizer.get("params"))
@@ -346,6 +357,13 @@ def sequence_parallel(data: dict, ctx: LintContext) -> Iterator[Finding]:
                       "use a divisor of the world size")
 
 
+def zero_bucket_size(data: dict, ctx: LintContext) -> Iterator[Finding]:
+    if _dict(data.get("zero_optimization")).get("reduce_bucket_size") == 0 and not ctx.target.is_legacy:
+        yield Finding("zero_optimization.reduce_bucket_size", "error", "invalid-value",
+                      "reduce_bucket_size 0 was accepted by DeepSpeed 0.18; 0.19 requires it to be > 0",
+                      "remove it (default 5e8) or give a positive size")
+
+
 def negative_clipping(data: dict, ctx: LintContext) -> Iterator[Finding]:
     clip = data.get("gradient_clipping")
     if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip < 0:
@@ -447,8 +465,8 @@ def elasticity_batch(data: dict, ctx: LintContext) -> Iterator[Finding]:
 
 RULES = [
     stage3_only_keys, offload_needs_zero, nvme_offload, zero3_reduce_scatter, compute_grad_norm_off,
-    zenflow_needs_offload, hpz_world_size, onebit_with_zero, optimizer_needs_whitelist, adam_means_adamw,
+    zenflow_needs_offload, hpz_world_size, onebit_with_zero, optimizer_needs_whitelist, lamb_needs_dynamic_loss_scale, adam_means_adamw,
     scheduler_without_optimizer, hf_zero_warmup, precision, version_dependent_defaults, batch_arithmetic,
-    sequence_parallel, negative_clipping, pipeline_rules, activation_checkpointing, deprecated_keys, dead_keys,
+    sequence_parallel, zero_bucket_size, negative_clipping, pipeline_rules, activation_checkpointing, deprecated_keys, dead_keys,
     datastates, elasticity_batch,
 ]

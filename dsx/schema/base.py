@@ -1,7 +1,7 @@
 """Shared building blocks for the DeepSpeed section models.
 
 Every section model derives from `Section`: unknown keys are errors (DeepSpeed silently drops them in its
-dict-read sections), field docstrings become descriptions in `dsx schema`, and scalar types are strict where
+dict-read sections), field docstrings become descriptions in `dsx schema` (dsx.schema.docs), and scalar types are strict where
 DeepSpeed's lax parsing hides mistakes (the string "false" is truthy to DeepSpeed's dict readers).
 """
 
@@ -52,10 +52,13 @@ def version_gate(*, added_in: str | None = None, removed_in: str | None = None, 
 class Section(BaseModel):
     """Base of every DeepSpeed config section model."""
 
+    # Field docstrings are not read at import (pydantic's use_attribute_docstrings costs ~0.25 s of cold start);
+    # dsx.schema.docs attaches them when `dsx schema` needs descriptions. defer_build: validators are built on
+    # first use, once for the whole config, not once per section class.
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
-        use_attribute_docstrings=True,
+        defer_build=True,
         validate_default=False,
         protected_namespaces=(),
     )

@@ -1,51 +1,25 @@
-"""The whole DeepSpeed JSON config: one field per top-level key, each section its own model.
+"""The whole DeepSpeed JSON config: the top-level scalar keys, plus one model per section.
 
-Field order here is the key order `dsx config` emits. Defaults mirror DeepSpeed 0.19.8; a default of None
-means "absent" (DeepSpeed's own default applies, or the default changed between releases and dsx always
-writes the key explicitly).
+Sections are imported only when a config uses them (`SECTIONS`): building all ~90 section classes costs
+~0.3 s, more than dsx's whole cold-start budget, and a typical config uses four sections. `full_model()`
+assembles the complete model when everything is needed (`dsx schema`, tests).
+
+Defaults mirror DeepSpeed 0.19.8; a default of None means "absent" (DeepSpeed's own default applies, or the
+default changed between releases and dsx always writes the key explicitly).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+import importlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal, Optional
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, TypeAdapter, create_model
+from pydantic.fields import FieldInfo
 from typing_extensions import Annotated
 
-from dsx.schema.activation_checkpointing import ActivationCheckpointingConfig
-from dsx.schema.aio import AioConfig
-from dsx.schema.autotuning import AutotuningConfig
 from dsx.schema.base import Bool, Float, Int, Section, version_gate
-from dsx.schema.bf16 import BF16Config
-from dsx.schema.checkpoint import CheckpointConfig
-from dsx.schema.comms_logger import CommsLoggerConfig
-from dsx.schema.compile import CompileConfig
-from dsx.schema.data_efficiency import DataEfficiencyConfig
-from dsx.schema.data_types import DataTypesConfig
-from dsx.schema.expert_parallel import ExpertParallelConfig
-from dsx.schema.flops_profiler import FlopsProfilerConfig
-from dsx.schema.fp16 import FP16Config
-from dsx.schema.hybrid_engine import HybridEngineConfig
-from dsx.schema.legacy import (
-    AmpConfig,
-    CompressionTrainingConfig,
-    CurriculumLearningLegacyConfig,
-    EigenvalueConfig,
-    ElasticityConfig,
-    NebulaConfig,
-    ProgressiveLayerDropConfig,
-    QuantizeTrainingConfig,
-)
-from dsx.schema.monitors import CometConfig, CSVMonitorConfig, TensorBoardConfig, WandbConfig
-from dsx.schema.optimizer import OptimizerConfig
-from dsx.schema.pipeline import PipelineConfig
-from dsx.schema.scheduler import SchedulerConfig
-from dsx.schema.sparse_attention import SparseAttentionConfig
-from dsx.schema.tensor_parallel import TensorParallelConfig
-from dsx.schema.timers import TimersConfig
-from dsx.schema.torch_autocast import TorchAutocastConfig
-from dsx.schema.weight_quantization import WeightQuantizationConfig
-from dsx.schema.zero import ZeroConfig
 
 DTYPE_NAMES = Literal["fp16", "bf16", "fp32"]
 
@@ -62,8 +36,9 @@ REMOVED = "0.19.0"
 _ISSUE = "(removed in DeepSpeed 0.19, see deepspeedai/DeepSpeed#8489)"
 
 
-class DeepSpeedConfig(Section):
-    """A DeepSpeed JSON config (ds_config.json) as DeepSpeed 0.18.x / 0.19.x read it."""
+
+class TopLevelConfig(Section):
+    """The top-level scalar keys of a DeepSpeed config (DeepSpeed reads them with dict.get: typos pass)."""
 
     # --- batch sizes: train_batch_size = micro_batch x gradient_accumulation x data-parallel world size
     train_batch_size: Optional[Annotated[Int, Field(gt=0)]] = None
@@ -73,30 +48,11 @@ class DeepSpeedConfig(Section):
     gradient_accumulation_steps: Optional[Annotated[Int, Field(gt=0)]] = None
     """Micro-batches accumulated before each optimizer step."""
 
-    # --- precision
-    bf16: Optional[BF16Config] = None
-    """bfloat16 mixed precision (DeepSpeed keeps fp32 master weights in the optimizer)."""
-    bfloat16: Optional[BF16Config] = None
-    """Older spelling of `bf16`; ignored by DeepSpeed when `bf16` is also present."""
-    fp16: Optional[FP16Config] = None
-    """float16 mixed precision with loss scaling."""
-    torch_autocast: Optional[TorchAutocastConfig] = None
-    """torch.autocast inside the engine's forward (an alternative to fp16/bf16 master-weight training)."""
-
-    # --- ZeRO
-    zero_optimization: Annotated[Optional[ZeroConfig], BeforeValidator(_legacy_zero_bool)] = None
-    """ZeRO partitioning of optimizer states (1), gradients (2) and parameters (3), with offload. The legacy
-    boolean form (true = stage 1) is accepted, as DeepSpeed does, and linted as deprecated."""
+    # --- ZeRO and optimizer switches
     zero_allow_untested_optimizer: Bool = False
     """Let ZeRO run with an optimizer outside DeepSpeed's tested list (e.g. Lamb, torch.optim.SGD)."""
     zero_force_ds_cpu_optimizer: Bool = True
     """With offload, require DeepSpeed's CPU optimizer for a client optimizer."""
-
-    # --- optimizer and schedule
-    optimizer: Optional[OptimizerConfig] = None
-    """The optimizer DeepSpeed builds (ignored when the script passes its own optimizer)."""
-    scheduler: Optional[SchedulerConfig] = None
-    """Learning-rate schedule; dropped silently by DeepSpeed when there is no optimizer."""
     gradient_clipping: Optional[Float] = None
     """Global gradient-norm clip; 0 disables. Default changed 0.0 -> 1.0 in 0.19, so dsx always writes it."""
 
@@ -116,15 +72,7 @@ class DeepSpeedConfig(Section):
     managed_gradient_accumulation: Bool = Field(True, json_schema_extra=version_gate(added_in="0.19.0"))
     """Let the engine own gradient accumulation boundaries (required by pipeline and DeepCompile)."""
 
-    # --- activation checkpointing, pipeline, compile
-    activation_checkpointing: Optional[ActivationCheckpointingConfig] = None
-    """Settings for deepspeed.checkpointing; applied only if the model calls deepspeed.checkpointing.configure."""
-    pipeline: Optional[PipelineConfig] = None
-    """Pipeline-engine settings; used only when the model is a deepspeed.pipe.PipelineModule."""
-    compile: Optional[CompileConfig] = None
-    """DeepCompile and engine.compile() options."""
-
-    # --- logging and profiling
+    # --- logging
     steps_per_print: Optional[Annotated[Int, Field(ge=1)]] = None
     """Print a progress report every N steps (unset: never)."""
     wall_clock_breakdown: Bool = False
@@ -137,46 +85,12 @@ class DeepSpeedConfig(Section):
         None, json_schema_extra=version_gate(added_in="0.19.0")
     )
     """DeepSpeed's logger level."""
-    flops_profiler: Optional[FlopsProfilerConfig] = None
-    """DeepSpeed's FLOPs profiler (enabling it also turns on wall_clock_breakdown)."""
-    comms_logger: Optional[CommsLoggerConfig] = None
-    """Log collective calls with sizes and latencies."""
-    tensorboard: Optional[TensorBoardConfig] = None
-    """TensorBoard monitor."""
-    wandb: Optional[WandbConfig] = None
-    """Weights & Biases monitor."""
-    csv_monitor: Optional[CSVMonitorConfig] = None
-    """CSV monitor."""
-    comet: Optional[CometConfig] = None
-    """Comet monitor."""
-    timers: Optional[TimersConfig] = None
-    """Throughput timer settings."""
 
-    # --- I/O and checkpoints
-    aio: Optional[AioConfig] = None
-    """Async I/O settings for NVMe offload (libaio)."""
-    checkpoint: Optional[CheckpointConfig] = None
-    """Checkpoint saving and loading options."""
-    data_types: Optional[DataTypesConfig] = None
-    """Dtypes of gradient accumulation, parameters and buffers."""
-
-    # --- parallelism and other engines
-    tensor_parallel: Optional[TensorParallelConfig] = None
-    """AutoTP tensor parallelism for training."""
-    expert_parallel: Optional[ExpertParallelConfig] = Field(None, json_schema_extra=version_gate(added_in="0.19.0"))
-    """Automatic expert parallelism (AutoEP) for MoE models."""
+    # --- parallelism
     sequence_parallel_size: Optional[Annotated[Int, Field(ge=1)]] = None
     """Ulysses sequence-parallel degree (must divide the world size)."""
     data_parallel_size: Optional[Annotated[Int, Field(ge=1)]] = None
     """Data-parallel degree when a device mesh is built with sequence_parallel_size."""
-    hybrid_engine: Optional[HybridEngineConfig] = None
-    """Hybrid engine (training + inference, RLHF)."""
-    weight_quantization: Optional[WeightQuantizationConfig] = None
-    """Post-init weight quantization."""
-    data_efficiency: Optional[DataEfficiencyConfig] = None
-    """Data-efficiency library: curriculum learning, dynamic batching, random-LTD."""
-    autotuning: Optional[AutotuningConfig] = None
-    """DeepSpeed autotuner settings (used by `deepspeed --autotuning`)."""
 
     # --- misc
     vocabulary_size: Optional[Annotated[Int, Field(ge=1)]] = None
@@ -185,7 +99,7 @@ class DeepSpeedConfig(Section):
     """Drop the last incomplete batch in deepspeed_io data loaders."""
     use_data_before_expert_parallelism: Bool = False
     """Use the data before expert-parallel all-to-all (MoE)."""
-    disable_python_gc: Optional[Union[Bool, Annotated[Int, Field(ge=0)]]] = Field(
+    disable_python_gc: Optional[Bool | Annotated[Int, Field(ge=0)]] = Field(
         None, json_schema_extra=version_gate(added_in="0.19.0")
     )
     """Disable Python's garbage collector during training steps (0.19)."""
@@ -194,45 +108,7 @@ class DeepSpeedConfig(Section):
     datastates_ckpt: Optional[Any] = None
     """DataStates asynchronous checkpointing: any value other than false enables it."""
 
-    # --- removed in DeepSpeed 0.19 (valid for 0.18 targets only)
-    sparse_attention: Optional[SparseAttentionConfig] = Field(
-        None,
-        json_schema_extra=version_gate(
-            removed_in=REMOVED,
-            instead="dsx's own sparse attention runtime (FlexAttention block masks, coming in dsx run) or "
-            "dense flash/SDPA attention",
-        ),
-    )
-    """Block-sparse attention layouts (DeepSpeed 0.18 and older; never ran on torch >= 2)."""
-    elasticity: Optional[ElasticityConfig] = Field(
-        None,
-        json_schema_extra=version_gate(
-            removed_in=REMOVED,
-            instead="set train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps directly",
-        ),
-    )
-    """Elastic training batch-size solver (0.18 and older)."""
-    compression_training: Optional[CompressionTrainingConfig] = Field(
-        None,
-        json_schema_extra=version_gate(
-            removed_in=REMOVED,
-            instead="quantize after training (e.g. torchao); for communication compression use ZeRO++ "
-            "(zero_quantized_weights / zero_quantized_gradients)",
-        ),
-    )
-    """DeepSpeed Compression library (0.18 and older)."""
-    nebula: Optional[NebulaConfig] = Field(
-        None, json_schema_extra=version_gate(removed_in=REMOVED, instead="the `checkpoint` section's writer options")
-    )
-    """Nebula asynchronous checkpointing (Azure, 0.18 and older)."""
-    amp: Optional[AmpConfig] = Field(
-        None, json_schema_extra=version_gate(removed_in=REMOVED, instead="bf16, fp16 or torch_autocast")
-    )
-    """NVIDIA Apex AMP (0.18 and older)."""
-    quantize_training: Optional[QuantizeTrainingConfig] = Field(
-        None, json_schema_extra=version_gate(removed_in=REMOVED, instead="ZeRO++ quantized weights/gradients")
-    )
-    """MoQ quantize-aware training (already ignored by 0.18.9)."""
+    # --- removed in DeepSpeed 0.19 (scalars; the removed blocks are sections below)
     sparse_gradients: Optional[Bool] = Field(
         None,
         json_schema_extra=version_gate(
@@ -240,26 +116,134 @@ class DeepSpeedConfig(Section):
         ),
     )
     """Sparse gradient all-reduce for embeddings (0.18 and older)."""
-    eigenvalue: Optional[EigenvalueConfig] = Field(
-        None, json_schema_extra=version_gate(removed_in=REMOVED, instead="nothing: the MoQ eigenvalue path is gone")
-    )
-    """Eigenvalue computation for MoQ (already ignored as a top-level block by 0.18.9)."""
     graph_harvesting: Optional[Bool] = Field(
         None, json_schema_extra=version_gate(removed_in=REMOVED, instead="compile (engine.compile / DeepCompile)")
     )
     """CUDA-graph harvesting (0.18 and older)."""
-    curriculum_learning: Optional[CurriculumLearningLegacyConfig] = Field(
-        None,
-        json_schema_extra=version_gate(
-            removed_in=REMOVED, instead="data_efficiency.data_sampling.curriculum_learning"
-        ),
-    )
-    """Legacy top-level curriculum learning (0.18 and older)."""
-    progressive_layer_drop: Optional[ProgressiveLayerDropConfig] = Field(
-        None, json_schema_extra=version_gate(removed_in=REMOVED, instead="nothing: progressive layer drop is gone")
-    )
-    """Progressive layer drop (0.18 and older)."""
 
 
-# The top-level keys a reader must always see in emitted JSON, in this order.
-ALWAYS_EMITTED = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+@dataclass(frozen=True)
+class SectionSpec:
+    """A top-level key whose value is a section model, imported only when used."""
+
+    key: str
+    module: str
+    type_name: str
+    doc: str
+    gate: dict = field(default_factory=dict)
+
+    def annotation(self) -> Any:
+        section = getattr(importlib.import_module(self.module), self.type_name)
+        if self.key == "zero_optimization":
+            return Annotated[Optional[section], BeforeValidator(_legacy_zero_bool)]
+        return Optional[section]
+
+    def field_info(self) -> FieldInfo:
+        return FieldInfo.from_annotated_attribute(
+            self.annotation(), Field(None, description=self.doc, json_schema_extra=self.gate or None))
+
+
+def _spec(key: str, module: str, type_name: str, doc: str, **gate: str) -> SectionSpec:
+    return SectionSpec(key, f"dsx.schema.{module}", type_name, doc, version_gate(**gate) if gate else {})
+
+
+# In the order `dsx config` emits them.
+SECTIONS: dict[str, SectionSpec] = {s.key: s for s in (
+    _spec("bf16", "bf16", "BF16Config",
+          "bfloat16 mixed precision (DeepSpeed keeps fp32 master weights in the optimizer)."),
+    _spec("bfloat16", "bf16", "BF16Config", "Older spelling of `bf16`; ignored by DeepSpeed when `bf16` is present."),
+    _spec("fp16", "fp16", "FP16Config", "float16 mixed precision with loss scaling."),
+    _spec("torch_autocast", "torch_autocast", "TorchAutocastConfig",
+          "torch.autocast inside the engine's forward (an alternative to fp16/bf16 master-weight training)."),
+    _spec("zero_optimization", "zero", "ZeroConfig",
+          "ZeRO partitioning of optimizer states (1), gradients (2) and parameters (3), with offload. The legacy "
+          "boolean form (true = stage 1) is accepted, as DeepSpeed does, and linted as deprecated."),
+    _spec("optimizer", "optimizer", "OptimizerConfig",
+          "The optimizer DeepSpeed builds (ignored when the script passes its own optimizer)."),
+    _spec("scheduler", "scheduler", "SchedulerConfig",
+          "Learning-rate schedule; dropped silently by DeepSpeed when there is no optimizer."),
+    _spec("activation_checkpointing", "activation_checkpointing", "ActivationCheckpointingConfig",
+          "Settings for deepspeed.checkpointing; applied only if the model calls deepspeed.checkpointing.configure."),
+    _spec("pipeline", "pipeline", "PipelineConfig",
+          "Pipeline-engine settings; used only when the model is a deepspeed.pipe.PipelineModule."),
+    _spec("compile", "compile", "CompileConfig", "DeepCompile and engine.compile() options."),
+    _spec("flops_profiler", "flops_profiler", "FlopsProfilerConfig",
+          "DeepSpeed's FLOPs profiler (enabling it also turns on wall_clock_breakdown)."),
+    _spec("comms_logger", "comms_logger", "CommsLoggerConfig", "Log collective calls with sizes and latencies."),
+    _spec("tensorboard", "monitors", "TensorBoardConfig", "TensorBoard monitor."),
+    _spec("wandb", "monitors", "WandbConfig", "Weights & Biases monitor."),
+    _spec("csv_monitor", "monitors", "CSVMonitorConfig", "CSV monitor."),
+    _spec("comet", "monitors", "CometConfig", "Comet monitor."),
+    _spec("timers", "timers", "TimersConfig", "Throughput timer settings."),
+    _spec("aio", "aio", "AioConfig", "Async I/O settings for NVMe offload (libaio)."),
+    _spec("checkpoint", "checkpoint", "CheckpointConfig", "Checkpoint saving and loading options."),
+    _spec("data_types", "data_types", "DataTypesConfig", "Dtypes of gradient accumulation, parameters and buffers."),
+    _spec("tensor_parallel", "tensor_parallel", "TensorParallelConfig", "AutoTP tensor parallelism for training."),
+    _spec("expert_parallel", "expert_parallel", "ExpertParallelConfig",
+          "Automatic expert parallelism (AutoEP) for MoE models.", added_in="0.19.0"),
+    _spec("hybrid_engine", "hybrid_engine", "HybridEngineConfig", "Hybrid engine (training + inference, RLHF)."),
+    _spec("weight_quantization", "weight_quantization", "WeightQuantizationConfig", "Post-init weight quantization."),
+    _spec("data_efficiency", "data_efficiency", "DataEfficiencyConfig",
+          "Data-efficiency library: curriculum learning, dynamic batching, random-LTD."),
+    _spec("autotuning", "autotuning", "AutotuningConfig",
+          "DeepSpeed autotuner settings (used by `deepspeed --autotuning`)."),
+    # removed in DeepSpeed 0.19 (valid for 0.18 targets only)
+    _spec("sparse_attention", "sparse_attention", "SparseAttentionConfig",
+          "Block-sparse attention layouts (DeepSpeed 0.18 and older; never ran on torch >= 2).",
+          removed_in=REMOVED, instead="dsx's own sparse attention runtime (FlexAttention block masks, coming in "
+          "dsx run) or dense flash/SDPA attention"),
+    _spec("elasticity", "legacy", "ElasticityConfig", "Elastic training batch-size solver (0.18 and older).",
+          removed_in=REMOVED,
+          instead="set train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps directly"),
+    _spec("compression_training", "legacy", "CompressionTrainingConfig",
+          "DeepSpeed Compression library (0.18 and older).", removed_in=REMOVED,
+          instead="quantize after training (e.g. torchao); for communication compression use ZeRO++ "
+          "(zero_quantized_weights / zero_quantized_gradients)"),
+    _spec("nebula", "legacy", "NebulaConfig", "Nebula asynchronous checkpointing (Azure, 0.18 and older).",
+          removed_in=REMOVED, instead="the `checkpoint` section's writer options"),
+    _spec("amp", "legacy", "AmpConfig", "NVIDIA Apex AMP (0.18 and older).", removed_in=REMOVED,
+          instead="bf16, fp16 or torch_autocast"),
+    _spec("quantize_training", "legacy", "QuantizeTrainingConfig",
+          "MoQ quantize-aware training (already ignored by 0.18.9).", removed_in=REMOVED,
+          instead="ZeRO++ quantized weights/gradients"),
+    _spec("eigenvalue", "legacy", "EigenvalueConfig",
+          "Eigenvalue computation for MoQ (already ignored as a top-level block by 0.18.9).", removed_in=REMOVED,
+          instead="nothing: the MoQ eigenvalue path is gone"),
+    _spec("curriculum_learning", "legacy", "CurriculumLearningLegacyConfig",
+          "Legacy top-level curriculum learning (0.18 and older).", removed_in=REMOVED,
+          instead="data_efficiency.data_sampling.curriculum_learning"),
+    _spec("progressive_layer_drop", "legacy", "ProgressiveLayerDropConfig", "Progressive layer drop (0.18 and older).",
+          removed_in=REMOVED, instead="nothing: progressive layer drop is gone"),
+)}
+
+
+def top_level_keys() -> list[str]:
+    """Every key DeepSpeed reads at the top level of a config (both spellings where aliased)."""
+    return list(TopLevelConfig.model_fields) + list(SECTIONS)
+
+
+def root_field(key: str) -> FieldInfo | None:
+    """The FieldInfo for a top-level key (a section's is built on demand), or None for an unknown key."""
+    if key in SECTIONS:
+        return _section_field(key)
+    return TopLevelConfig.model_fields.get(key)
+
+
+@lru_cache(maxsize=None)
+def _section_field(key: str) -> FieldInfo:
+    return SECTIONS[key].field_info()
+
+
+@lru_cache(maxsize=None)
+def section_adapter(key: str) -> TypeAdapter:
+    """Validates (and dumps) one section's value; built the first time a config uses the section."""
+    return TypeAdapter(SECTIONS[key].annotation())
+
+
+@lru_cache(maxsize=None)
+def full_model() -> type[Section]:
+    """The complete DeepSpeedConfig model: top-level keys and every section (slow to build: ~0.3 s)."""
+    sections = {key: (spec.annotation(), _section_field(key)) for key, spec in SECTIONS.items()}
+    return create_model("DeepSpeedConfig", __base__=TopLevelConfig,
+                        __doc__="A DeepSpeed JSON config (ds_config.json) as DeepSpeed 0.18.x / 0.19.x read it.",
+                        **sections)

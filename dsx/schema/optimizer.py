@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union, get_args
 
-from pydantic import BeforeValidator, Discriminator, Tag, field_validator, model_validator
+from pydantic import BeforeValidator, Discriminator, Tag, model_validator
 
 from dsx.schema.base import Bool, Field, Float, Int, Section, version_gate
 
@@ -106,7 +106,17 @@ BACKEND_PARAMS = {
     "torch.optim.AdamW": _ADAM_COMMON | _TORCH_ADAM_ONLY,
     "torch.optim.Adam": _ADAM_COMMON | _TORCH_ADAM_ONLY | {"decoupled_weight_decay"},
     "FusedLamb": frozenset(
-        {"lr", "bias_correction", "betas", "eps", "eps_inside_sqrt", "weight_decay", "max_coeff", "min_coeff", "amsgrad"}
+        {
+            "lr",
+            "bias_correction",
+            "betas",
+            "eps",
+            "eps_inside_sqrt",
+            "weight_decay",
+            "max_coeff",
+            "min_coeff",
+            "amsgrad",
+        }
     ),
     "FusedLion": frozenset({"lr", "betas", "weight_decay", "set_grad_none"}),
     "DeepSpeedCPULion": frozenset({"lr", "betas", "weight_decay", "fp32_optimizer_states"}),
@@ -162,7 +172,8 @@ def optimizer_kind(type_name: Any) -> Optional[str]:
 def optimizer_backend(kind: str, *, offload: bool, torch_adam: bool = False, adam_w_mode: bool = True) -> str:
     """The class DeepSpeed 0.19.8 builds for a kind (a BACKEND_PARAMS key where dsx models the params).
 
-    `offload`: zero_optimization.offload_optimizer.device is cpu or nvme (ZeRO 1-3).
+    `offload`: zero_optimization.offload_optimizer.device is cpu or nvme (ZeRO 1-3). With ZenFlow DeepSpeed builds
+    ZenFlowCPUAdam instead of DeepSpeedCPUAdam; it takes the same params.
     """
     if kind in ("adam", "adamw"):
         if torch_adam:
@@ -179,6 +190,12 @@ def optimizer_backend(kind: str, *, offload: bool, torch_adam: bool = False, ada
     if kind.startswith("torch:"):
         return "torch.optim." + kind[len("torch:") :]
     return kind
+
+
+def _any_case(*names: str) -> str:
+    """A JSON-Schema-portable pattern matching the names in any letter case ("adam" -> "^([Aa][Dd][Aa][Mm])$")."""
+    spelled = ("".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name) for name in names)
+    return f"^({'|'.join(spelled)})$"
 
 
 def _tag(kind: Optional[str]) -> Optional[str]:
@@ -206,6 +223,12 @@ def _present(model: Section, keys) -> list[str]:
     return [name for name in type(model).model_fields if name in keys and name in model.model_fields_set]
 
 
+_DIFFERENTIABLE_MESSAGE = (
+    "optimizer.params.differentiable: true cannot train under DeepSpeed: the engine's step updates leaf "
+    "parameters in place, which a differentiable torch optimizer refuses (RuntimeError at the first step)"
+)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Params models
 
@@ -227,7 +250,8 @@ class _AdamParamsBase(Section):
     amsgrad: Bool = False
     """AMSGrad variant. true needs torch_adam: FusedAdam and DeepSpeedCPUAdam raise RuntimeError."""
     torch_adam: Bool = False
-    """Build torch.optim.AdamW (or Adam) instead of FusedAdam/DeepSpeedCPUAdam; popped by DeepSpeed."""
+    """Build torch.optim.AdamW (or Adam) instead of FusedAdam/DeepSpeedCPUAdam, also under offload (then on the
+    CPU); popped by DeepSpeed."""
     adam_w_mode: Bool = True
     """Decoupled (AdamW) weight decay; popped by DeepSpeed and passed to the backend as its AdamW switch."""
     fp32_optimizer_states: Optional[Bool] = None
@@ -240,14 +264,16 @@ class _AdamParamsBase(Section):
     maximize: Bool = False
     """torch_adam only: maximize the objective instead of minimizing it."""
     capturable: Bool = False
-    """torch_adam only: torch Adam(W) safe to capture in a CUDA graph."""
+    """torch_adam only: CUDA-graph-safe torch Adam(W); needs GPU parameters (fails at the first step on offload)."""
     differentiable: Bool = False
-    """torch_adam only: let autograd run through the optimizer step."""
+    """torch_adam only, and must stay false: a differentiable step fails on DeepSpeed's in-place update."""
     fused: Optional[Bool] = None
     """torch_adam only: torch's fused Adam(W) kernel (unset: torch chooses)."""
 
     _torch_only: ClassVar[frozenset[str]] = _TORCH_ADAM_ONLY
-    _not_with_torch_adam: ClassVar[frozenset[str]] = frozenset({"bias_correction", "set_grad_none", "fp32_optimizer_states"})
+    _not_with_torch_adam: ClassVar[frozenset[str]] = frozenset(
+        {"bias_correction", "set_grad_none", "fp32_optimizer_states"}
+    )
 
     @model_validator(mode="after")
     def _check_backend_keys(self):
@@ -271,6 +297,8 @@ class _AdamParamsBase(Section):
                     "optimizer.params.amsgrad: true needs torch_adam: true "
                     "(FusedAdam and DeepSpeedCPUAdam raise RuntimeError: they have no AMSGrad variant)"
                 )
+        if self.differentiable:
+            raise ValueError(_DIFFERENTIABLE_MESSAGE)
         return self
 
 
@@ -372,7 +400,7 @@ class AdagradParams(Section):
     maximize: Bool = False
     """torch Adagrad only (no offload): maximize the objective instead of minimizing it."""
     differentiable: Bool = False
-    """torch Adagrad only (no offload): let autograd run through the optimizer step."""
+    """torch Adagrad only (no offload), and must stay false: a differentiable step fails on DeepSpeed's update."""
     fused: Optional[Bool] = None
     """torch Adagrad only (no offload): torch's fused kernel (unset: torch chooses)."""
     amsgrad: Bool = False
@@ -381,12 +409,14 @@ class AdagradParams(Section):
     """DeepSpeedCPUAdagrad only (offload): keep the squared-gradient sum in fp32."""
 
     @model_validator(mode="after")
-    def _check_amsgrad(self):
+    def _check_flags(self):
         if self.amsgrad:
             raise ValueError(
                 "optimizer.params.amsgrad: true has no effect for Adagrad (DeepSpeedCPUAdagrad ignores it, "
                 "torch.optim.Adagrad rejects it): remove it"
             )
+        if self.differentiable:
+            raise ValueError(_DIFFERENTIABLE_MESSAGE)
         return self
 
 
@@ -427,10 +457,15 @@ class MuonParams(Section):
     """torch_adam only: torch's foreach implementation for the auxiliary Adam half."""
 
     @model_validator(mode="after")
-    def _check_foreach(self):
+    def _check_adam_half_keys(self):
         if "foreach" in self.model_fields_set and not self.torch_adam:
             raise ValueError(
                 "optimizer.params.foreach only applies with torch_adam: true (DeepSpeed ignores it otherwise)"
+            )
+        if "fp32_optimizer_states" in self.model_fields_set and self.torch_adam:
+            raise ValueError(
+                "optimizer.params.fp32_optimizer_states only affects the DeepSpeedCPUAdam half (optimizer offload), "
+                "not with torch_adam: true (DeepSpeed ignores it then)"
             )
         return self
 
@@ -511,27 +546,19 @@ class OneBitLambParams(_OneBitParamsBase):
 
 
 class _OptimizerBlock(Section):
-    """Fields common to every optimizer block."""
+    """Fields common to every optimizer block; each type narrows `type` to its own names."""
 
     type: str
     """Optimizer name; DeepSpeed names are case-insensitive, torch.optim names exact."""
     legacy_fusion: Bool = False
     """Legacy fused-Adam step of DeepSpeed's fp16 optimizer (FusedAdam with fp16, no ZeRO); no effect otherwise."""
 
-    tag: ClassVar[str] = ""
-
-    @field_validator("type")
-    @classmethod
-    def _type_matches_variant(cls, value: str) -> str:
-        if _tag(optimizer_kind(value)) != cls.tag:
-            raise ValueError(f"'{value}' is not a {cls.__name__} type")
-        return value
-
 
 class AdamOptimizer(_OptimizerBlock):
     """`type: Adam` (any case): FusedAdam, DeepSpeedCPUAdam under offload, or torch Adam/AdamW with torch_adam."""
 
-    tag: ClassVar[str] = "adam"
+    type: str = Field(pattern=_any_case("adam"))
+    """Adam, in any letter case (DeepSpeed lower-cases it)."""
     params: Optional[AdamParams] = None
     """Constructor arguments (unset: the backend's defaults)."""
 
@@ -539,7 +566,8 @@ class AdamOptimizer(_OptimizerBlock):
 class AdamWOptimizer(_OptimizerBlock):
     """`type: AdamW` (any case): as Adam, always with decoupled weight decay."""
 
-    tag: ClassVar[str] = "adamw"
+    type: str = Field(pattern=_any_case("adamw"))
+    """AdamW, in any letter case (DeepSpeed lower-cases it)."""
     params: Optional[AdamWParams] = None
     """Constructor arguments (unset: the backend's defaults)."""
 
@@ -547,7 +575,8 @@ class AdamWOptimizer(_OptimizerBlock):
 class LambOptimizer(_OptimizerBlock):
     """`type: Lamb` (any case): FusedLamb, CUDA only; not ZeRO-tested and needs dynamic fp16 loss scaling."""
 
-    tag: ClassVar[str] = "lamb"
+    type: str = Field(pattern=_any_case("lamb"))
+    """Lamb, in any letter case (DeepSpeed lower-cases it)."""
     params: Optional[LambParams] = None
     """Constructor arguments (unset: FusedLamb's defaults)."""
 
@@ -555,7 +584,8 @@ class LambOptimizer(_OptimizerBlock):
 class LionOptimizer(_OptimizerBlock):
     """`type: Lion` (any case): FusedLion (GPU), DeepSpeedCPULion under offload."""
 
-    tag: ClassVar[str] = "lion"
+    type: str = Field(pattern=_any_case("lion"))
+    """Lion, in any letter case (DeepSpeed lower-cases it)."""
     params: Optional[LionParams] = None
     """Constructor arguments (unset: the backend's defaults)."""
 
@@ -563,7 +593,8 @@ class LionOptimizer(_OptimizerBlock):
 class AdagradOptimizer(_OptimizerBlock):
     """`type: Adagrad` (any case): torch.optim.Adagrad, DeepSpeedCPUAdagrad under offload."""
 
-    tag: ClassVar[str] = "adagrad"
+    type: str = Field(pattern=_any_case("adagrad"))
+    """Adagrad, in any letter case (DeepSpeed lower-cases it)."""
     params: Optional[AdagradParams] = None
     """Constructor arguments (unset: the backend's defaults)."""
 
@@ -571,7 +602,8 @@ class AdagradOptimizer(_OptimizerBlock):
 class MuonOptimizer(_OptimizerBlock):
     """`type: Muon` (any case): DeepSpeed's MuonWithAuxAdam."""
 
-    tag: ClassVar[str] = "muon"
+    type: str = Field(pattern=_any_case("muon"))
+    """Muon, in any letter case (DeepSpeed lower-cases it)."""
     params: Optional[MuonParams] = None
     """Muon and auxiliary Adam settings (unset: MuonWithAuxAdam's defaults)."""
 
@@ -579,8 +611,7 @@ class MuonOptimizer(_OptimizerBlock):
 class OneBitAdamOptimizer(_OptimizerBlock):
     """`type: OneBitAdam` (any case): 1-bit Adam, DeepSpeed 0.18 and older."""
 
-    tag: ClassVar[str] = "onebitadam"
-    type: str = Field(json_schema_extra=REMOVED_OPTIMIZERS["onebitadam"])
+    type: str = Field(pattern=_any_case("onebitadam"), json_schema_extra=REMOVED_OPTIMIZERS["onebitadam"])
     """OneBitAdam (any case); removed in DeepSpeed 0.19."""
     params: Optional[OneBitAdamParams] = None
     """Constructor arguments (unset: OnebitAdam's defaults)."""
@@ -589,8 +620,7 @@ class OneBitAdamOptimizer(_OptimizerBlock):
 class ZeroOneAdamOptimizer(_OptimizerBlock):
     """`type: ZeroOneAdam` (any case): 0/1 Adam, DeepSpeed 0.18 and older."""
 
-    tag: ClassVar[str] = "zerooneadam"
-    type: str = Field(json_schema_extra=REMOVED_OPTIMIZERS["zerooneadam"])
+    type: str = Field(pattern=_any_case("zerooneadam"), json_schema_extra=REMOVED_OPTIMIZERS["zerooneadam"])
     """ZeroOneAdam (any case); removed in DeepSpeed 0.19."""
     params: Optional[ZeroOneAdamParams] = None
     """Constructor arguments (unset: ZeroOneAdam's defaults)."""
@@ -599,8 +629,7 @@ class ZeroOneAdamOptimizer(_OptimizerBlock):
 class OneBitLambOptimizer(_OptimizerBlock):
     """`type: OneBitLamb` (any case): 1-bit Lamb, DeepSpeed 0.18 and older."""
 
-    tag: ClassVar[str] = "onebitlamb"
-    type: str = Field(json_schema_extra=REMOVED_OPTIMIZERS["onebitlamb"])
+    type: str = Field(pattern=_any_case("onebitlamb"), json_schema_extra=REMOVED_OPTIMIZERS["onebitlamb"])
     """OneBitLamb (any case); removed in DeepSpeed 0.19."""
     params: Optional[OneBitLambParams] = None
     """Constructor arguments (unset: OnebitLamb's defaults)."""
@@ -609,7 +638,8 @@ class OneBitLambOptimizer(_OptimizerBlock):
 class MupOptimizer(_OptimizerBlock):
     """`type: MuAdam`, `MuAdamW` or `MuSGD` (any case): the `mup` package's optimizers (not ZeRO-tested)."""
 
-    tag: ClassVar[str] = "mup"
+    type: str = Field(pattern=_any_case("muadam", "muadamw", "musgd"))
+    """MuAdam, MuAdamW or MuSGD, in any letter case (DeepSpeed lower-cases it)."""
     params: Optional[dict[str, Any]] = None
     """Passed to mup's constructor as is: dsx cannot check these (without `mup` installed, initialize fails)."""
 
@@ -617,7 +647,6 @@ class MupOptimizer(_OptimizerBlock):
 class TorchOptimizer(_OptimizerBlock):
     """An exact torch.optim class name, built as torch.optim.<type>(params) (not ZeRO-tested)."""
 
-    tag: ClassVar[str] = "torch"
     type: TorchOptimizerName
     """Exact torch.optim class name. LBFGS needs a closure and SparseAdam sparse gradients, which DeepSpeed's
     step does not give; Adafactor needs torch >= 2.5."""

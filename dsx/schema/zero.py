@@ -80,8 +80,8 @@ class ZeroConfig(Section):
     """Copy gradients into one contiguous buffer as they are produced (less fragmentation)."""
     reduce_scatter: Bool = True
     """Average gradients with reduce/reduce-scatter instead of all-reduce."""
-    reduce_bucket_size: Int = Field(500000000, gt=0)
-    """Elements reduced at a time (memory vs. message size); > 0 (0.18: >= 0)."""
+    reduce_bucket_size: Int = Field(500000000, ge=0)
+    """Elements reduced at a time (memory vs. message size); > 0 (0.18: >= 0). 0 is accepted by 0.18 only (linted for 0.19 targets)."""
     use_multi_rank_bucket_allreduce: Bool = True
     """Stages 1/2: combine the reduce buckets of all ranks into one all-reduce (helps small models on many GPUs)."""
     allgather_partitions: Bool = True

@@ -17,7 +17,8 @@ NON_DEFAULT = {
     "arg_mappings": {"train_micro_batch_size_per_gpu": "--per_device_train_batch_size"},
     "model_info": {"profile": True, "num_params": 1000, "hidden_size": 64, "num_layers": 2},
     "model_info_path": "info.json", "mp_size": 2, "max_train_batch_size": 64, "min_train_batch_size": 2,
-    "max_train_micro_batch_size_per_gpu": 16, "min_train_micro_batch_size_per_gpu": 2, "num_tuning_micro_batch_sizes": 4,
+    "max_train_micro_batch_size_per_gpu": 16, "min_train_micro_batch_size_per_gpu": 2,
+    "num_tuning_micro_batch_sizes": 4,
 }
 
 

@@ -73,7 +73,8 @@ FULL = {
             "different_groups": {"cp1": {"params": {"dense_ratio": 0.5}, "modules": ["conv1"]}},
         },
         layer_reduction=LayerReductionConfig(
-            enabled=True, keep_number_layer=6, module_name_prefix="bert.encoder.layer", teacher_layer=[1, 3, 5, 7, 9, 11],
+            enabled=True, keep_number_layer=6, module_name_prefix="bert.encoder.layer",
+            teacher_layer=[1, 3, 5, 7, 9, 11],
             other_module_name=["bert.pooler", "bert.embeddings", "classifier"],
         ),
     ),
@@ -306,7 +307,8 @@ def test_defaults_match_0189_constants(ds0189):
     assert {k: f.get_default() for k, f in EigenvalueConfig.model_fields.items()} == {
         k: r[f"EIGENVALUE_{k.upper()}_DEFAULT"] for k in EigenvalueConfig.model_fields}
     # The keys the constants name (0.18.9 never applies PLD_THETA_DEFAULT / PLD_GAMMA_DEFAULT: see below).
-    assert (r["PLD_ENABLED"], r["PLD_THETA"], r["PLD_GAMMA"], r["AMP_ENABLED"]) == ("enabled", "theta", "gamma", "enabled")
+    keys = (r["PLD_ENABLED"], r["PLD_THETA"], r["PLD_GAMMA"], r["AMP_ENABLED"])
+    assert keys == ("enabled", "theta", "gamma", "enabled")
     assert "QUANTIZE_TRAINING" not in r
 
 
@@ -383,7 +385,8 @@ def test_elasticity_checks_only_when_enabled():
 
 
 def test_pld_needs_theta_and_gamma_when_enabled():
-    with pytest.raises(ValidationError, match="progressive_layer_drop is enabled, so theta and gamma must be specified"):
+    msg = "progressive_layer_drop is enabled, so theta and gamma must be specified"
+    with pytest.raises(ValidationError, match=msg):
         ProgressiveLayerDropConfig(enabled=True)
 
 

@@ -168,7 +168,7 @@ def test_tp_size_is_not_checked_without_autotp():
 
 
 def test_liger_needs_a_vocab_parallel_head():
-    msg = 'vocab_parallel_ce_backend "liger" requires a vocabulary-parallel LM head, but vocab_parallel_lm_head is false'
+    msg = 'vocab_parallel_ce_backend "liger" requires a vocabulary-parallel LM head, but vocab_parallel_lm_head is'
     with pytest.raises(ValidationError, match=msg):
         TensorParallelConfig(autotp_size=2, vocab_parallel_ce_backend="liger", vocab_parallel_lm_head=False)
 

@@ -1,0 +1,103 @@
+"""`dsx run`: train a model preset for a few steps with DeepSpeed, measure, append one row to a JSON-lines file."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+ENTERED = time.time()
+
+CHOICE_DEVICES = click.Choice(["none", "cpu", "nvme"])
+
+
+@click.command("run")
+@click.option("--model", required=True, metavar="PRESET", help="Model preset (dsx models lists them), e.g. gpt2-tiny.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a transformers config attribute, e.g. --set n_layer=8 (VALUE is JSON).")
+@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's).")
+@click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N (e.g. 64).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Use this DeepSpeed JSON as is (no \"auto\"); excludes the config flags below.")
+@click.option("--preset", "ds_preset", help="dsx config preset to start from (dsx config --list).")
+@click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage 0-3 (default 2).")
+@click.option("--offload", type=CHOICE_DEVICES, help="Optimizer offload (default none).")
+@click.option("--offload-params", type=CHOICE_DEVICES, help="ZeRO-3 parameter offload (default none).")
+@click.option("--nvme-path", help="Directory on a local NVMe drive for NVMe offload.")
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]), help="Training precision (default bf16).")
+@click.option("--micro-batch", type=click.IntRange(min=1), help="Samples per rank per micro-step (default 1).")
+@click.option("--grad-accum", type=click.IntRange(min=1), help="Micro-batches per optimizer step (default 1).")
+@click.option("--optimizer", help="Optimizer type (default AdamW: DeepSpeed's FusedAdam, JIT-built once).")
+@click.option("--lr", type=float, help="Learning rate (default 1e-4).")
+@click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE",
+              help="Set a DeepSpeed config key, e.g. --ds-set optimizer.params.torch_adam=true (VALUE is JSON).")
+@click.option("--gpus", type=click.IntRange(min=1),
+              help="Ranks: GPUs to use (default all visible); without a GPU, CPU ranks (default 1).")
+@click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed optimizer steps.")
+@click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Untimed optimizer steps first.")
+@click.option("--tf32", is_flag=True, help="Allow TF32 matmuls (CUDA, fp32 math).")
+@click.option("--compile", "compile_", is_flag=True, help="engine.compile() (DeepSpeed's torch.compile).")
+@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
+              help="Attention implementation (flash: flash_attn on CUDA).")
+@click.option("--act-ckpt", is_flag=True, help="Activation checkpointing (transformers gradient_checkpointing_enable).")
+@click.option("--flop-check", is_flag=True,
+              help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers.")
+@click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="JSON-lines file the row is appended to.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=3600, show_default=True,
+              help="Kill the run after this many seconds (0: never).")
+@click.option("--dry-run", is_flag=True, help="Print the launcher command, environment changes and config; run nothing.")
+@click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log).")
+@click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
+def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offload, offload_params, nvme_path,
+            precision, micro_batch, grad_accum, optimizer, lr, ds_sets, gpus, steps, warmup, tf32, compile_, attn,
+            act_ckpt, flop_check, results, timeout_s, dry_run, verbose, inject_failure):
+    """Train a model preset for a few steps with DeepSpeed and measure it.
+
+    One process per GPU through DeepSpeed's launcher (CPU ranks with gloo when there is no GPU). Appends one row
+    (figures, memory, config, versions, status) to --results; exits 1 when the run ran out of memory, failed or
+    timed out, 2 when it was refused before starting.
+
+    \b
+    dsx run --model gpt2-tiny --zero 2 --steps 10
+    dsx run --model gpt2-xl --zero 3 --offload cpu --offload-params cpu --micro-batch 8 --gpus 1
+    dsx run --model bert-base --config my_ds.json --results results/bert.jsonl
+    """
+    from dsx.models import ModelError, parse_overrides
+    from dsx.run import RunRefused, RunRequest, describe_dry_run, execute, prepare, summary
+
+    try:
+        overrides = parse_overrides(sets)
+    except ModelError as exc:
+        raise click.UsageError(str(exc)) from None
+    request = RunRequest(
+        model=model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_path=config_path,
+        preset=ds_preset,
+        config_flags={"zero": zero, "offload": offload, "offload_params": offload_params, "nvme_path": nvme_path,
+                      "precision": precision, "micro_batch": micro_batch, "grad_accum": grad_accum,
+                      "optimizer": optimizer, "lr": lr},
+        ds_sets=tuple(ds_sets), gpus=gpus, steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn,
+        act_ckpt=act_ckpt, results=results, timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
+        command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
+    )
+    try:
+        prepared = prepare(request)
+    except RunRefused as exc:
+        raise click.UsageError(str(exc)) from None
+    if dry_run:
+        click.echo(describe_dry_run(prepared))
+        return
+    click.echo(f"dsx run {prepared.run_id[:8]}: {prepared.resolved.name} on {prepared.world_size} "
+               f"{'GPU' if prepared.device == 'cuda' else 'CPU rank'}(s); output in {prepared.run_dir}/launcher.log",
+               err=True)
+    try:
+        row = execute(prepared)
+    except KeyboardInterrupt:
+        click.echo(f"dsx run: interrupted; every rank was stopped (output in {prepared.run_dir})", err=True)
+        sys.exit(130)
+    click.echo(summary(row, results))
+    if row.status != "ok":
+        click.echo(f"dsx run: {row.status}: {row.error}", err=True)
+        sys.exit(1)

@@ -1,0 +1,269 @@
+"""The only module of dsx that starts processes.
+
+`build_launch(...)` turns a run into data - the command line of DeepSpeed's own launcher and the full environment
+of the child - without side effects, so tests and `dsx run --dry-run` can look at it. `run_plan(plan, timeout_s)`
+starts it in its own process group and kills the whole group on timeout or Ctrl-C. `capture(argv)` runs short
+probes (nvidia-smi, nvcc --version) for `dsx doctor` and GPU discovery.
+
+Why these launcher arguments (DeepSpeed 0.19.8, deepspeed/launcher/runner.py and launch.py):
+- `python -m deepspeed.launcher.runner` is what the `deepspeed` script runs; calling it with this interpreter
+  keeps the venv, whatever PATH holds.
+- Without a hostfile the runner counts local "GPUs" with the accelerator's device_count(): on the CPU accelerator
+  that is the number of NUMA nodes (usually 1), so CPU ranks need an explicit `--num_gpus N`, which forces N slots.
+- `--num_gpus` makes the runner ignore CUDA_VISIBLE_DEVICES and take physical GPUs 0..N-1. When the user restricted
+  the GPUs with CUDA_VISIBLE_DEVICES, dsx passes `--include localhost:<the first N of them>` instead, which the
+  runner turns back into each rank's CUDA_VISIBLE_DEVICES.
+- The rank entry point is passed as the path of launch/train_rank.py, not `--module launch.train_rank`: with `-m`
+  Python puts the current directory first on sys.path, so any `launch/` folder of the user's would shadow ours.
+  `--no_local_rank`: the rank reads LOCAL_RANK from the environment the launcher sets.
+- The runner's local path passes the whole environment to the ranks, so the environment built here is what
+  every rank sees.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+RANK_SCRIPT = ROOT / "launch" / "train_rank.py"
+
+# One entry of TORCH_CUDA_ARCH_LIST as DeepSpeed's op builder can parse it: it splits on "." and calls int() on
+# each part after dropping "+PTX" (builder.py compute_capability_args), so "9.0a" and "10.0f" kill the JIT build.
+_CLEAN_ARCH = re.compile(r"^\d+\.\d+(\+PTX)?$")
+_SUFFIXED_ARCH = re.compile(r"^(\d+)\.(\d+)[a-zA-Z]+(\+PTX)?$")
+
+
+@dataclass
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]
+    """The complete environment of the launcher (and so of every rank)."""
+    cwd: str
+    notes: list[str] = field(default_factory=list)
+    """What dsx chose and why, in plain words (printed by --dry-run and kept in the row)."""
+    env_changes: dict[str, str | None] = field(default_factory=dict)
+    """Differences from the caller's environment: name -> new value, or None where dsx removed it."""
+
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+    def describe(self) -> str:
+        """Human-readable: the command line, the environment changes, the notes."""
+        lines = [f"cd {shlex.quote(self.cwd)}", self.command_line()]
+        if self.env_changes:
+            lines.append("environment changes:")
+            for key in sorted(self.env_changes):
+                value = self.env_changes[key]
+                lines.append(f"  unset {key}" if value is None else f"  {key}={shlex.quote(value)}")
+        else:
+            lines.append("environment changes: none")
+        for note in self.notes:
+            lines.append(f"note: {note}")
+        return "\n".join(lines)
+
+
+class LaunchError(ValueError):
+    """The launch cannot be built as asked (e.g. more ranks than visible GPUs)."""
+
+
+def clean_arch_list(value: str | None, capabilities: Sequence[tuple[int, int]] | None) -> tuple[str | None, str | None]:
+    """(value for the child env, note) for TORCH_CUDA_ARCH_LIST.
+
+    A value DeepSpeed's op builder can parse is kept. Otherwise the list is derived from the visible GPUs'
+    compute capabilities when known (e.g. H100 -> "9.0"), else each bad entry loses its letter suffix
+    ("9.0a+PTX" -> "9.0+PTX") and unparseable entries (names like "Hopper") are dropped; if nothing is left the
+    variable is removed and DeepSpeed probes the devices itself. The note says what was done (None: kept).
+    """
+    if value is None:
+        return None, None
+    entries = [e for e in value.replace(" ", ";").split(";") if e.strip()]
+    entries = [e.strip() for e in entries]
+    if entries and all(_CLEAN_ARCH.match(e) for e in entries):
+        return value, None
+    why = (f"TORCH_CUDA_ARCH_LIST={value!r} cannot be parsed by DeepSpeed's op builder (it calls int() on each "
+           "part of every entry, so JIT-built ops such as FusedAdam or CPUAdam fail at deepspeed.initialize)")
+    if capabilities:
+        derived = ";".join(f"{ma}.{mi}" for ma, mi in sorted(set(capabilities)))
+        return derived, f"{why}; the ranks get TORCH_CUDA_ARCH_LIST={derived!r}, from the visible GPUs"
+    cleaned = []
+    for entry in entries:
+        if _CLEAN_ARCH.match(entry):
+            cleaned.append(entry)
+            continue
+        m = _SUFFIXED_ARCH.match(entry)
+        if m:
+            cleaned.append(f"{m.group(1)}.{m.group(2)}{m.group(3) or ''}")
+    cleaned = list(dict.fromkeys(cleaned))
+    if not cleaned:
+        return "", f"{why}; the ranks get it unset, so DeepSpeed probes the GPUs itself"
+    derived = ";".join(cleaned)
+    return derived, f"{why}; the ranks get TORCH_CUDA_ARCH_LIST={derived!r} (architecture suffixes dropped)"
+
+
+def build_launch(*, plan_json: str, world_size: int, device: str, master_port: int, base_env: Mapping[str, str],
+                 cwd: str, python: str = sys.executable, gpu_capabilities: Sequence[tuple[int, int]] | None = None,
+                 cpu_count: int | None = None, master_addr: str = "127.0.0.1") -> LaunchPlan:
+    """The launcher command line and the child environment for one single-node run. Pure: reads only its
+    arguments (pass os.environ as base_env), changes nothing."""
+    if world_size < 1:
+        raise LaunchError(f"world size must be at least 1, got {world_size}")
+    if device not in ("cuda", "cpu"):
+        raise LaunchError(f"device must be 'cuda' or 'cpu', got {device!r}")
+    env = dict(base_env)
+    notes: list[str] = []
+    changes: dict[str, str | None] = {}
+
+    def setenv(key: str, value: str | None) -> None:
+        if value is None:
+            if key in env:
+                del env[key]
+                changes[key] = None
+        elif env.get(key) != value:
+            env[key] = value
+            changes[key] = value
+
+    argv = [python, "-u", "-m", "deepspeed.launcher.runner"]
+    visible = base_env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if device == "cuda" and visible:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if not all(i.isdigit() for i in ids):
+            raise LaunchError(f"CUDA_VISIBLE_DEVICES={visible!r} names GPUs by UUID; DeepSpeed's launcher only "
+                              "takes GPU indices: use indices (nvidia-smi -L lists them)")
+        if world_size > len(ids):
+            raise LaunchError(f"--gpus {world_size} but CUDA_VISIBLE_DEVICES={visible!r} makes {len(ids)} visible")
+        argv += ["--include", f"localhost:{','.join(ids[:world_size])}"]
+        notes.append(f"GPUs {','.join(ids[:world_size])} (from CUDA_VISIBLE_DEVICES), one rank each, NCCL")
+    else:
+        argv += ["--num_gpus", str(world_size), "--num_nodes", "1"]
+        if device == "cuda":
+            notes.append(f"GPUs 0..{world_size - 1}, one rank each, NCCL")
+    argv += ["--master_addr", master_addr, "--master_port", str(master_port), "--no_local_rank",
+             str(RANK_SCRIPT), "--plan-json", str(plan_json)]
+
+    if device == "cpu":
+        setenv("DS_ACCELERATOR", "cpu")
+        threads = max(1, (cpu_count or 1) // world_size)
+        if "OMP_NUM_THREADS" not in base_env:
+            setenv("OMP_NUM_THREADS", str(threads))
+        notes.append(f"no GPU: {world_size} CPU rank(s) through DeepSpeed's CPU accelerator "
+                     f"(DS_ACCELERATOR=cpu; gloo unless oneccl_bindings_for_pytorch is installed), "
+                     f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}")
+    else:
+        arch, note = clean_arch_list(base_env.get("TORCH_CUDA_ARCH_LIST"), gpu_capabilities)
+        if note:
+            setenv("TORCH_CUDA_ARCH_LIST", arch or None)
+            notes.append(note)
+    if "TORCH_EXTENSIONS_DIR" in base_env:
+        notes.append(f"JIT-built ops are cached in TORCH_EXTENSIONS_DIR={base_env['TORCH_EXTENSIONS_DIR']}")
+    else:
+        notes.append("TORCH_EXTENSIONS_DIR is not set: JIT-built ops go to ~/.cache/torch_extensions")
+
+    # The rank script imports dsx. From an installed dsx that just works; from a source checkout it needs the
+    # checkout on sys.path (the script's own folder, launch/, is what Python puts first).
+    if ROOT.name != "site-packages":
+        paths = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if str(ROOT) not in paths:
+            setenv("PYTHONPATH", os.pathsep.join([str(ROOT), *paths]))
+    return LaunchPlan(argv=argv, env=env, cwd=cwd, notes=notes, env_changes=changes)
+
+
+# ------------------------------------------------------------------------------------------- starting processes
+
+
+@dataclass
+class Completed:
+    returncode: int | None
+    """The launcher's exit status (None if it had to be killed)."""
+    timed_out: bool
+    started: float
+    """time.time() when the launcher was started."""
+    ended: float
+    log_path: str | None
+    tail: str
+    """The last lines of the launcher's output (all ranks)."""
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the whole process group (runner, launch.py, every rank), then SIGKILL what is left."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)  # anything left in the group?
+            except ProcessLookupError:
+                proc.poll()
+                return
+            proc.poll()
+            time.sleep(0.1)
+
+
+def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathLike | None = None,
+             echo: bool = False, tail_lines: int = 40) -> Completed:
+    """Start the plan in a new process group, send its output (all ranks) to `log_path` (and the terminal with
+    echo), wait. On timeout or Ctrl-C the whole group is killed; Ctrl-C is re-raised after that."""
+    log = open(log_path, "ab") if log_path else None
+    tail: list[bytes] = []
+    started = time.time()
+    proc = subprocess.Popen(plan.argv, env=plan.env, cwd=plan.cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, b""):
+            if log:
+                log.write(line)
+                log.flush()
+            if echo:
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
+            tail.append(line)
+            if len(tail) > tail_lines:
+                del tail[0]
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        try:
+            proc.wait(timeout=timeout_s if timeout_s and timeout_s > 0 else None)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+    except BaseException:  # Ctrl-C or anything else: leave no rank behind
+        _kill_group(proc, grace_s=5.0)
+        raise
+    finally:
+        reader.join(timeout=5)
+        if log:
+            log.close()
+    ended = time.time()
+    return Completed(returncode=None if timed_out else proc.returncode, timed_out=timed_out, started=started,
+                     ended=ended, log_path=str(log_path) if log_path else None,
+                     tail=b"".join(tail).decode("utf-8", "replace"))
+
+
+def capture(argv: Sequence[str], timeout_s: float = 15.0) -> tuple[int | None, str]:
+    """Run a short probe; (exit status or None when it could not run / timed out, stdout+stderr)."""
+    try:
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    return out.returncode, (out.stdout + out.stderr)

@@ -1,0 +1,461 @@
+"""Model presets for `dsx run` and `dsx models`: one registry of transformers shapes, built with random init.
+
+Every model is made from a transformers config class (GPT2Config, BertConfig, AlbertConfig, LlamaConfig) and
+`AutoModelFor{CausalLM,MaskedLM}.from_config`: random weights, never a hub download, so a run needs no network
+and no tokenizer. Batches are synthetic token ids (`synthetic_batch`).
+
+Importing this module is cheap: torch and transformers are imported inside the functions that need them, so
+`dsx --help` and argument parsing can read `MODELS` without paying for them.
+
+Parameter counts (`count_params`) build the model on the meta device (no memory, no init: llama-7b counts in
+about a second) and count like transformers' `model.num_parameters()`: every distinct parameter once, so a tied
+input embedding / LM head matrix counts ONCE (GPT-2: 124,439,808).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+
+class ModelError(ValueError):
+    """A model request that cannot be honoured: the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    name: str
+    family: str
+    """"gpt2" | "bert" | "albert" | "llama"."""
+    task: str
+    """"causal-lm" (labels = input_ids, transformers shifts them) | "masked-lm" (15% of positions masked)."""
+    config: dict[str, Any]
+    """Keyword arguments for the family's transformers config class."""
+    seq_len: int
+    """Default sequence length of the synthetic batches."""
+    source: str
+    """Where the shape comes from."""
+
+
+@dataclass(frozen=True)
+class Family:
+    config_class: str
+    """Name of the transformers config class."""
+    task: str
+    layers_key: str
+    """The config attribute holding the number of layers (what `--set` should name)."""
+    positions_key: str
+    """The config attribute that bounds the sequence length."""
+    learned_positions: bool
+    """True when positions are a learned table (raising the limit adds parameters); False for RoPE."""
+    mask_token_id: int | None = None
+    """[MASK] id of the family's tokenizer (bert-base-uncased 103, albert-base-v2 4); masked LM only."""
+
+
+FAMILIES: dict[str, Family] = {
+    "gpt2": Family("GPT2Config", "causal-lm", "n_layer", "n_positions", True),
+    "bert": Family("BertConfig", "masked-lm", "num_hidden_layers", "max_position_embeddings", True, 103),
+    "albert": Family("AlbertConfig", "masked-lm", "num_hidden_layers", "max_position_embeddings", True, 4),
+    "llama": Family("LlamaConfig", "causal-lm", "num_hidden_layers", "max_position_embeddings", False),
+}
+
+# Training runs never use the KV cache; GPT-2 and Llama build one by default, which costs time and memory.
+_NO_CACHE = {"use_cache": False}
+_GPT2 = {"vocab_size": 50257, "n_positions": 1024, **_NO_CACHE}
+_BERT = {"vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}
+_TINY = "tiny shape for CPU tests and smoke runs (2 cores: a step takes milliseconds); not a published model"
+
+
+def _p(name: str, family: str, config: dict[str, Any], seq_len: int, source: str) -> ModelPreset:
+    return ModelPreset(name, family, FAMILIES[family].task, config, seq_len, source)
+
+
+MODELS: dict[str, ModelPreset] = {p.name: p for p in (
+    # GPT-2: Radford et al. 2019, shapes as in the openai-community/gpt2* config.json files on the HF hub and in
+    # nanoGPT's from_pretrained table (124M / 350M / 774M / 1558M). vocab 50257, 1024 positions, tied LM head.
+    # The GPU baselines (/work/shared/gpu/README.md, nanoGPT) pad the vocab to 50304: pass vocab_pad=64.
+    _p("gpt2", "gpt2", {**_GPT2, "n_layer": 12, "n_embd": 768, "n_head": 12}, 1024,
+       "GPT-2 small (openai-community/gpt2 config.json): 12 layers, 768 hidden, 12 heads, vocab 50257"),
+    _p("gpt2-medium", "gpt2", {**_GPT2, "n_layer": 24, "n_embd": 1024, "n_head": 16}, 1024,
+       "GPT-2 medium (openai-community/gpt2-medium config.json): 24 layers, 1024 hidden, 16 heads; with vocab_pad "
+       "64 it is the 354,871,296-parameter '345M' model of Megatron-LM (seed 001)"),
+    _p("gpt2-large", "gpt2", {**_GPT2, "n_layer": 36, "n_embd": 1280, "n_head": 20}, 1024,
+       "GPT-2 large (openai-community/gpt2-large config.json): 36 layers, 1280 hidden, 20 heads"),
+    _p("gpt2-xl", "gpt2", {**_GPT2, "n_layer": 48, "n_embd": 1600, "n_head": 25}, 1024,
+       "GPT-2 XL (openai-community/gpt2-xl config.json): 48 layers, 1600 hidden, 25 heads, 1.56B parameters"),
+    # BERT: Devlin et al. 2018 (arXiv:1810.04805) Table/§3: BASE L=12 H=768 A=12, LARGE L=24 H=1024 A=16, FFN 4H,
+    # 512 positions; vocab 30522 of google-bert/bert-base-uncased. Dropout 0.1 as in the released configs.
+    _p("bert-base", "bert", {**_BERT, "num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
+                              "intermediate_size": 3072}, 512,
+       "BERT-base uncased (arXiv:1810.04805; google-bert/bert-base-uncased config.json), seq 512 as in seed 001"),
+    _p("bert-large", "bert", {**_BERT, "num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16,
+                               "intermediate_size": 4096}, 512,
+       "BERT-large uncased (arXiv:1810.04805; google-bert/bert-large-uncased config.json); the 24-layer, "
+       "1024-hidden, 16-head model of seed 001"),
+    # ALBERT-base: Lan et al. 2019 (arXiv:1909.11942) Table 1, albert/albert-base-v2 config.json, and seed 000
+    # (vocab 30K, width = seq 512, 12 layers, hidden 768, FFN 3072, embedding 128, 12 heads). v2 has no dropout.
+    # All 12 layers share ONE set of weights (num_hidden_groups=1): 11.2M parameters, BERT-base compute.
+    # Seed 000's PyTorch runs used vocab 30522 (graykode/ALBERT-Pytorch): --set vocab_size=30522.
+    _p("albert-base", "albert", {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 768,
+                                 "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                                 "max_position_embeddings": 512, "num_hidden_groups": 1, "inner_group_num": 1,
+                                 "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0,
+                                 "attention_probs_dropout_prob": 0.0}, 512,
+       "ALBERT-base v2 (arXiv:1909.11942 Table 1; albert/albert-base-v2 config.json; seed 000): vocab 30000, "
+       "embedding 128, 12 shared layers, hidden 768, FFN 3072, 12 heads, seq 512"),
+    # Llama: dims of meta-llama/Llama-3.2-1B and -3B (config.json: GQA with 8 KV heads, vocab 128256, tied
+    # embeddings, rope_theta 500000) and meta-llama/Llama-2-7b-hf (MHA, vocab 32000, untied). The llama3 RoPE
+    # frequency scaling of 3.2 is left out: it changes no shape, FLOP or speed. Default seq 2048 (the models
+    # allow 131072 / 4096) keeps activations of a benchmark step in range; pass seq_len to change it.
+    _p("llama-1b", "llama", {"vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
+                             "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+                             "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+                             "bos_token_id": 128000, "eos_token_id": 128001, **_NO_CACHE}, 2048,
+       "Llama-3.2-1B dims (meta-llama/Llama-3.2-1B config.json): 16 layers, 2048 hidden, 32 heads / 8 KV heads, "
+       "FFN 8192, vocab 128256, tied embeddings"),
+    _p("llama-3b", "llama", {"vocab_size": 128256, "hidden_size": 3072, "intermediate_size": 8192,
+                             "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8,
+                             "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+                             "bos_token_id": 128000, "eos_token_id": 128001, **_NO_CACHE}, 2048,
+       "Llama-3.2-3B dims (meta-llama/Llama-3.2-3B config.json): 28 layers, 3072 hidden, 24 heads / 8 KV heads, "
+       "FFN 8192, vocab 128256, tied embeddings"),
+    _p("llama-7b", "llama", {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+                             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                             "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                             **_NO_CACHE}, 2048,
+       "Llama-2-7B dims (meta-llama/Llama-2-7b-hf config.json): 32 layers, 4096 hidden, 32 heads, FFN 11008, "
+       "vocab 32000, untied LM head"),
+    # Tiny versions of each family: 2 layers, hidden 64, 4 heads (head dim 16), vocab 1000, seq 64; 128 positions
+    # so a test can go past the default seq_len. Token ids of the real tokenizers kept where they fit in 1000.
+    _p("gpt2-tiny", "gpt2", {"vocab_size": 1000, "n_positions": 128, "n_layer": 2, "n_embd": 64, "n_head": 4,
+                             "bos_token_id": 999, "eos_token_id": 999, **_NO_CACHE}, 64, _TINY + " (GPT-2 layout)"),
+    _p("bert-tiny", "bert", {"vocab_size": 1000, "max_position_embeddings": 128, "num_hidden_layers": 2,
+                             "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256}, 64,
+       _TINY + " (BERT layout)"),
+    _p("albert-tiny", "albert", {"vocab_size": 1000, "embedding_size": 32, "max_position_embeddings": 128,
+                                 "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                                 "intermediate_size": 256, "num_hidden_groups": 1, "inner_group_num": 1,
+                                 "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0,
+                                 "attention_probs_dropout_prob": 0.0}, 64,
+       _TINY + " (ALBERT layout: factorised embedding 32, shared layers)"),
+    _p("llama-tiny", "llama", {"vocab_size": 1000, "max_position_embeddings": 128, "num_hidden_layers": 2,
+                               "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+                               "intermediate_size": 176, "tie_word_embeddings": False, **_NO_CACHE}, 64,
+       _TINY + " (Llama layout: GQA 4 heads / 2 KV heads like 3.2, untied LM head like Llama-2)"),
+)}
+
+# `--attn` names -> transformers attn_implementation.
+ATTN_IMPLEMENTATIONS = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
+
+MASK_FRACTION = 0.15
+"""Share of positions masked per sequence in masked-LM batches (BERT's 15%)."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A preset with overrides applied: everything needed to build the model and its batches.
+
+    Re-resolving from (preset.name, overrides, seq_len, vocab_pad) gives the same model on every rank."""
+
+    preset: ModelPreset
+    hf_config: Any
+    """transformers PretrainedConfig (treat as read-only: build_model copies it)."""
+    seq_len: int
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """The `--set` overrides as applied, keys in the config class's own spelling (hidden_size -> n_embd for GPT-2)."""
+    vocab_pad: int | None = None
+    token_vocab_size: int = 0
+    """Vocab before padding: synthetic token ids are drawn below it (padded rows are never looked up)."""
+
+    @property
+    def name(self) -> str:
+        return self.preset.name
+
+    @property
+    def family(self) -> str:
+        return self.preset.family
+
+    @property
+    def task(self) -> str:
+        return self.preset.task
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.hf_config.num_hidden_layers)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.hf_config.hidden_size)
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.hf_config.num_attention_heads)
+
+    @property
+    def head_dim(self) -> int:
+        head_dim = getattr(self.hf_config, "head_dim", None)
+        return int(head_dim) if head_dim else self.hidden_size // self.num_heads
+
+    @property
+    def vocab_size(self) -> int:
+        """Vocab as built (padded when vocab_pad is set)."""
+        return int(self.hf_config.vocab_size)
+
+    @property
+    def max_positions(self) -> int:
+        return int(getattr(self.hf_config, FAMILIES[self.family].positions_key))
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready summary for result rows and `dsx models --json`."""
+        return {
+            "name": self.name, "family": self.family, "task": self.task, "overrides": dict(self.overrides),
+            "seq_len": self.seq_len, "vocab_pad": self.vocab_pad, "vocab_size": self.vocab_size,
+            "token_vocab_size": self.token_vocab_size, "layers": self.num_layers, "hidden": self.hidden_size,
+            "heads": self.num_heads, "head_dim": self.head_dim, "max_positions": self.max_positions,
+        }
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """`["n_layer=8", "tie_word_embeddings=false"]` -> dict; each VALUE is JSON when it parses, else a string."""
+    out: dict[str, Any] = {}
+    for text in items:
+        key, sep, raw = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ModelError(f"--set expects KEY=VALUE (a transformers config attribute), got '{text}'")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _config_class(family: str):
+    import transformers
+
+    return getattr(transformers, FAMILIES[family].config_class)
+
+
+def _config_keys(cls) -> tuple[set[str], dict[str, str]]:
+    """(attribute names a config of this class holds, aliases -> attribute) for override checking."""
+    if dataclasses.is_dataclass(cls):  # transformers 5: configs are strict dataclasses
+        names = {f.name for f in dataclasses.fields(cls)}
+    else:  # transformers 4: plain classes; the default instance shows the attributes
+        names = set(vars(cls()))
+    aliases = dict(getattr(cls, "attribute_map", {}) or {})
+    return {n for n in names if not n.startswith("_")}, aliases
+
+
+def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _canonical_overrides(preset: ModelPreset, overrides: dict[str, Any], cls) -> dict[str, Any]:
+    names, aliases = _config_keys(cls)
+    out: dict[str, Any] = {}
+    given_as: dict[str, str] = {}
+    for key, value in overrides.items():
+        if key in ("seq_len", "seq-len", "vocab_pad", "vocab-pad"):
+            flag = "--" + key.replace("_", "-")
+            raise ModelError(f"'{key}' is not a config attribute: pass {flag} (seq_len= / vocab_pad= in Python)")
+        canonical = aliases.get(key, key)
+        if canonical not in names:
+            raise ModelError(f"unknown {cls.__name__} key '{key}' for {preset.name}"
+                             f"{_did_you_mean(key, names | set(aliases))}")
+        if canonical in out:
+            raise ModelError(f"'{given_as[canonical]}' and '{key}' both set {cls.__name__}.{canonical}: "
+                             f"give one of them")
+        out[canonical] = value
+        given_as[canonical] = key
+    return out
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_shape(preset: ModelPreset, config: Any) -> None:
+    family = FAMILIES[preset.family]
+    for attr, key in (("num_hidden_layers", family.layers_key), ("hidden_size", None),
+                      ("num_attention_heads", None), ("vocab_size", None), (family.positions_key, None)):
+        _positive_int(getattr(config, attr), f"{preset.name}: {key or attr}")
+    hidden, heads = config.hidden_size, config.num_attention_heads
+    if hidden % heads:
+        hidden_key, heads_key = ("n_embd", "n_head") if preset.family == "gpt2" else ("hidden_size",
+                                                                                     "num_attention_heads")
+        raise ModelError(f"{preset.name}: hidden size {hidden} is not a multiple of the {heads} attention heads: "
+                         f"change --set {hidden_key}=... or --set {heads_key}=...")
+    if preset.family == "llama" and heads % config.num_key_value_heads:
+        raise ModelError(f"{preset.name}: {heads} attention heads are not a multiple of num_key_value_heads="
+                         f"{config.num_key_value_heads} (grouped-query attention shares each KV head among "
+                         f"heads/kv_heads query heads)")
+    mask_id = family.mask_token_id
+    if mask_id is not None and config.vocab_size <= mask_id:
+        raise ModelError(f"{preset.name}: vocab_size {config.vocab_size} has no room for the [MASK] id {mask_id} "
+                         f"used by masked-LM batches: use vocab_size > {mask_id}")
+    if preset.family == "albert" and config.num_hidden_layers % config.num_hidden_groups:
+        raise ModelError(f"{preset.name}: num_hidden_layers={config.num_hidden_layers} must be a multiple of "
+                         f"num_hidden_groups={config.num_hidden_groups}")
+
+
+def resolve_model(name: str, overrides: dict[str, Any] | None = None, seq_len: int | None = None,
+                  vocab_pad: int | None = None) -> ResolvedModel:
+    """Preset + `--set` overrides + `--seq-len` + `--vocab-pad` -> ResolvedModel; ModelError (a ValueError) with
+    the fix for an unknown preset, an unknown config key, a bad value, or a sequence longer than the positions."""
+    if name not in MODELS:
+        raise ModelError(f"unknown model '{name}'{_did_you_mean(name, MODELS)} (known: {', '.join(MODELS)})")
+    preset = MODELS[name]
+    family = FAMILIES[preset.family]
+    cls = _config_class(preset.family)
+    canonical = _canonical_overrides(preset, dict(overrides or {}), cls)
+    kwargs = {**copy.deepcopy(preset.config), **canonical}
+    try:
+        config = cls(**kwargs)
+    except Exception as exc:  # transformers 5 validates types and shapes (huggingface_hub StrictDataclass*Error)
+        if not canonical:
+            raise
+        detail = " ".join(str(exc).split())
+        raise ModelError(f"{preset.name}: {cls.__name__} rejects the overrides {canonical}: {detail}") from None
+    _check_shape(preset, config)
+    token_vocab = config.vocab_size
+    if vocab_pad is not None:
+        _positive_int(vocab_pad, "vocab_pad")
+        config.vocab_size = -(-token_vocab // vocab_pad) * vocab_pad
+    seq = preset.seq_len if seq_len is None else seq_len
+    _positive_int(seq, "seq_len")
+    limit = getattr(config, family.positions_key)
+    if seq > limit:
+        cost = ("adds learned position embeddings, so the parameter count changes" if family.learned_positions
+                else "RoPE: no new parameters")
+        raise ModelError(f"seq_len {seq} is longer than {preset.name}'s {family.positions_key}={limit}: pass a "
+                         f"shorter --seq-len, or --set {family.positions_key}={seq} ({cost})")
+    return ResolvedModel(preset, config, seq, canonical, vocab_pad, token_vocab)
+
+
+def attn_available(attn: str, family: str | None = None) -> tuple[bool, str]:
+    """Can `build_model(attn=...)` work here? (ok, reason): the reason says why not, or what runs when it can.
+
+    eager and sdpa always work: transformers 5 supports sdpa for GPT-2, BERT, ALBERT and Llama (all four set
+    `_supports_sdpa`; so does 5.17 on the GPU hosts). "flash" is transformers' `flash_attention_2`: it needs a CUDA
+    GPU and the flash_attn package (transformers would otherwise fetch a kernel from the hub, which dsx never does).
+    On CUDA, "sdpa" with bf16/fp16 already lets PyTorch pick its own FlashAttention kernel.
+    """
+    if attn not in ATTN_IMPLEMENTATIONS:
+        return False, f"unknown attention '{attn}': choose one of {', '.join(ATTN_IMPLEMENTATIONS)}"
+    if family is not None and family not in FAMILIES:
+        return False, f"unknown model family '{family}'"
+    if attn == "eager":
+        return True, "eager: the model's own matmul + softmax attention"
+    if attn == "sdpa":
+        return True, "sdpa: torch.nn.functional.scaled_dot_product_attention (PyTorch picks flash/efficient/math)"
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, "flash needs a CUDA GPU (none visible); use --attn sdpa"
+    if importlib.util.find_spec("flash_attn") is None:
+        return False, ("flash needs the flash_attn package (pip install flash-attn --no-build-isolation), which is "
+                       "not installed; --attn sdpa uses PyTorch's built-in flash kernel for bf16/fp16")
+    from transformers.utils import is_flash_attn_2_available
+
+    if not is_flash_attn_2_available():
+        return False, ("flash_attn is installed but transformers cannot use it here (version or GPU not supported; "
+                       "FlashAttention-2 needs Ampere or newer); use --attn sdpa")
+    return True, "flash: transformers flash_attention_2 (flash_attn package; needs bf16/fp16 weights)"
+
+
+def _model_class(task: str):
+    import transformers
+
+    return transformers.AutoModelForCausalLM if task == "causal-lm" else transformers.AutoModelForMaskedLM
+
+
+def build_model(resolved: ResolvedModel, attn: str = "sdpa", *, device: Any = None) -> "torch.nn.Module":
+    """A randomly initialised AutoModelForCausalLM / AutoModelForMaskedLM of the resolved shape.
+
+    Built on the current default device (or `device`, as a `with torch.device(device):` context): under
+    `deepspeed.zero.Init` the caller's context partitions it as it is made. Weights follow the global torch RNG
+    (seed it for reproducible weights). ModelError when `attn` cannot work here (see attn_available)."""
+    ok, reason = attn_available(attn, resolved.family)
+    if not ok:
+        raise ModelError(reason)
+    import contextlib
+
+    import torch
+
+    config = copy.deepcopy(resolved.hf_config)
+    ctx = torch.device(device) if device is not None else contextlib.nullcontext()
+    with ctx:
+        return _model_class(resolved.task).from_config(config, attn_implementation=ATTN_IMPLEMENTATIONS[attn])
+
+
+_META_CACHE: dict[str, Any] = {}
+
+
+def _cache_key(resolved: ResolvedModel) -> str:
+    return json.dumps([resolved.name, resolved.overrides, resolved.vocab_pad], sort_keys=True, default=str)
+
+
+def meta_model(resolved: ResolvedModel) -> "torch.nn.Module":
+    """The model built on the meta device (shapes only: no memory, no init); cached per preset+overrides+pad.
+    For counting only: its forward does not run (transformers calls .item() while building masks)."""
+    key = _cache_key(resolved)
+    if key not in _META_CACHE:
+        import torch
+
+        config = copy.deepcopy(resolved.hf_config)
+        with torch.device("meta"):
+            _META_CACHE[key] = _model_class(resolved.task).from_config(config, attn_implementation="eager")
+    return _META_CACHE[key]
+
+
+def count_params(resolved: ResolvedModel) -> int:
+    """Parameters as transformers' `model.num_parameters()` counts them: each distinct tensor once (tied
+    embedding + LM head once), buffers excluded. Built on the meta device: instant, no memory."""
+    return sum(p.numel() for p in meta_model(resolved).parameters())
+
+
+def synthetic_batch(resolved: ResolvedModel, micro_batch: int, device: Any = "cpu",
+                    generator: "torch.Generator | None" = None) -> dict[str, "torch.Tensor"]:
+    """A deterministic batch of `micro_batch` sequences of `resolved.seq_len` token ids (int64).
+
+    causal-lm: input_ids and labels (= input_ids; transformers shifts labels inside the loss). No attention_mask:
+        every position is real, so attention stays on the plain causal path.
+    masked-lm: input_ids, attention_mask (all ones), labels. Exactly round(15% of seq_len) positions per sequence
+        (at least 1) are masked: their input becomes the family's [MASK] id and their label the original token;
+        every other label is -100 (ignored by the loss). (BERT's 80/10/10 replacement is left out: same compute.)
+
+    Ids are drawn from [0, token_vocab_size) on the CPU with `generator` (default: a fresh one seeded 0), then
+    moved to `device`, so the same seed gives the same batch on every device."""
+    import torch
+
+    _positive_int(micro_batch, "micro_batch")
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    shape = (micro_batch, resolved.seq_len)
+    ids = torch.randint(0, resolved.token_vocab_size, shape, generator=generator, dtype=torch.long)
+    if resolved.task == "causal-lm":
+        batch = {"input_ids": ids, "labels": ids.clone()}
+    else:
+        masked_per_row = max(1, round(MASK_FRACTION * resolved.seq_len))
+        order = torch.rand(shape, generator=generator).argsort(dim=1)
+        mask = torch.zeros(shape, dtype=torch.bool)
+        mask.scatter_(1, order[:, :masked_per_row], True)
+        labels = torch.where(mask, ids, torch.full_like(ids, -100))
+        inputs = torch.where(mask, torch.full_like(ids, FAMILIES[resolved.family].mask_token_id), ids)
+        batch = {"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}
+    return {k: v.to(device) for k, v in batch.items()}

@@ -1,0 +1,288 @@
+"""Results of `dsx run`: one JSON line per run, appended, never rewritten.
+
+A row holds everything needed to compare runs later without the machine that made them: the full resolved
+DeepSpeed config and its hash, the model and its overrides, host, GPU, library versions, every figure with
+per-rank values and their max, the status, and the wall time dsx and DeepSpeed add around the timed steps.
+Reports and plots are made from these rows only.
+
+Rows are written with `append_row` (one `write` of one line under an exclusive lock, then flush + fsync) and
+read with `read_rows`, which skips - and counts - a torn last line left by a crash mid-write.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+"""Bump when a field changes meaning or is removed; adding an optional field does not need a bump."""
+
+Status = Literal["ok", "oom", "error", "timeout"]
+MEMORY_FIELDS = ("peak_allocated", "peak_reserved", "nvml_used", "host_rss_peak", "pinned_host")
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Versions(_Row):
+    torch: str | None = None
+    deepspeed: str | None = None
+    transformers: str | None = None
+    dsx: str | None = None
+    python: str
+
+
+class ModelInfo(_Row):
+    preset: str
+    family: str | None = None
+    task: str | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """`--set` model overrides as given (after JSON parsing of the values)."""
+    params: int | None = None
+    """Parameter count of the built model (all parameters, embeddings included), counted on the meta device."""
+    seq_len: int
+    vocab_pad: int | None = None
+
+
+class Toggles(_Row):
+    tf32: bool = False
+    compile: bool = False
+    attn: str = "sdpa"
+    act_ckpt: bool = False
+
+
+class StepTime(_Row):
+    median: float
+    min: float
+    max: float
+    all: list[float]
+    """One value per timed optimizer step: the slowest rank's time for that step (seconds)."""
+
+
+class Figures(_Row):
+    """Throughput figures from the timed steps; null where the run produced no timed step."""
+
+    step_time_s: StepTime | None = None
+    tokens_per_s: float | None = None
+    """Global: micro_batch x grad_accum x world_size x seq_len / median step time."""
+    samples_per_s: float | None = None
+    model_tflops_per_s: float | None = None
+    """Per GPU (rank): flops_per_token x tokens_per_s / world_size / 1e12."""
+    flops_per_token: float | None = None
+    """Analytic training FLOPs per token (dsx.flops.model_flops_per_token; its docstring states the formula)."""
+    flops_dtype: str | None = None
+    """The dtype whose peak MFU is measured against (bf16, fp16, tf32, fp32)."""
+    peak_tflops: float | None = None
+    """Per-GPU dense peak for flops_dtype from dsx.gpus.PEAK_TFLOPS; null when the GPU is not in the table."""
+    mfu: float | None = None
+    """model_tflops_per_s / peak_tflops; null when the peak is unknown (never a guess)."""
+    analytic_flops_per_step: float | None = None
+    """flops_per_token x tokens per rank per optimizer step (set with --flop-check, for comparison)."""
+    flop_counter_flops_per_step: float | None = None
+    """torch.utils.flop_counter count of forward+backward per rank per optimizer step (--flop-check only)."""
+    flop_check_note: str | None = None
+
+
+class RankMemory(_Row):
+    rank: int
+    peak_allocated: int | None = None
+    peak_reserved: int | None = None
+    nvml_used: int | None = None
+    host_rss_peak: int | None = None
+    pinned_host: int | None = None
+    unavailable: dict[str, str] = Field(default_factory=dict)
+    """Why a figure is null, by field name."""
+
+
+class MemoryMax(_Row):
+    peak_allocated: int | None = None
+    peak_reserved: int | None = None
+    nvml_used: int | None = None
+    host_rss_peak: int | None = None
+    pinned_host: int | None = None
+
+
+class Memory(_Row):
+    """Bytes. Per rank, and the max over ranks (null when no rank measured it)."""
+
+    per_rank: list[RankMemory] = Field(default_factory=list)
+    max: MemoryMax = Field(default_factory=MemoryMax)
+    methods: dict[str, str] = Field(default_factory=dict)
+    """How each figure was measured, by field name (from the ranks)."""
+
+
+class RankResult(_Row):
+    rank: int
+    status: str
+    """ok | oom | error | running (the rank was stopped before it finished) | missing (it wrote nothing)."""
+    phase: str | None = None
+    """The last phase the rank reached: started, imported, distributed, model_built, initialized, warmup, timed,
+    done."""
+    error: str | None = None
+    host: str | None = None
+    device: str | None = None
+    step_time_s: list[float] = Field(default_factory=list)
+    loss: list[float] = Field(default_factory=list)
+    """Mean loss over the micro-batches of each timed step. Every rank gets the same synthetic batches, so
+    ranks must agree: a cheap check that they hold the same weights."""
+    timings_s: dict[str, float] = Field(default_factory=dict)
+
+
+class Overhead(_Row):
+    """Wall time (seconds) around the timed steps; null where not known (a rank died before reporting)."""
+
+    dsx_startup_s: float | None = None
+    """Process start of `dsx` to the start of the run code (Python, imports, CLI parsing)."""
+    prepare_s: float | None = None
+    """Model resolution and parameter count, config generation + lint, writing the plan."""
+    launch_to_rank_start_s: float | None = None
+    """Start of DeepSpeed's runner until the last rank process started (runner and launch.py imports)."""
+    rank_import_s: float | None = None
+    """Rank process start until torch, deepspeed and transformers are imported (slowest rank)."""
+    dist_init_s: float | None = None
+    """deepspeed.init_distributed (slowest rank)."""
+    model_build_s: float | None = None
+    """Building the model (under deepspeed.zero.Init at ZeRO-3) (slowest rank), without the flop check."""
+    flop_check_s: float | None = None
+    """The --flop-check count on rank 0 (runs between init_distributed and the model build)."""
+    ds_initialize_s: float | None = None
+    """deepspeed.initialize, including loading or JIT-building DeepSpeed ops (slowest rank)."""
+    jit_built: list[str] = Field(default_factory=list)
+    """DeepSpeed/torch extension ops (re)built during this run (a .so written in TORCH_EXTENSIONS_DIR)."""
+    warmup_s: float | None = None
+    timed_s: float | None = None
+    teardown_s: float | None = None
+    """Last rank finished writing its result until the launcher exited (process-group teardown, launcher poll)."""
+    total_s: float | None = None
+    """Process start of `dsx` until the row was assembled."""
+    added_s: float | None = None
+    """total_s - warmup_s - timed_s: the wall time dsx and DeepSpeed add around the training steps."""
+
+
+class RunRow(_Row):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    time: str
+    """UTC, ISO 8601, when the run started."""
+    host: str
+    device: Literal["cuda", "cpu"]
+    gpu_name: str | None = None
+    gpu_count: int = 0
+    """GPUs the run used (0 for CPU ranks)."""
+    versions: Versions
+    ds_config: dict[str, Any]
+    """The full resolved DeepSpeed config the ranks were given."""
+    ds_config_hash: str
+    ds_config_source: str
+    """'flags' (generated by dsx from the command line) or the path of the --config file."""
+    model: ModelInfo
+    micro_batch: int
+    grad_accum: int
+    world_size: int
+    precision: str
+    steps: int
+    warmup: int
+    toggles: Toggles
+    figures: Figures = Field(default_factory=Figures)
+    memory: Memory = Field(default_factory=Memory)
+    ranks: list[RankResult] = Field(default_factory=list)
+    status: Status
+    error: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    overhead: Overhead = Field(default_factory=Overhead)
+    command: list[str]
+    """The dsx argv as run."""
+    run_dir: str | None = None
+    """Where the config, plan, launcher log and per-rank JSON files of this run are."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def canonical_json(config: dict) -> str:
+    return json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def config_hash(config: dict) -> str:
+    """sha256 of the canonical JSON (sorted keys, no whitespace): equal configs hash equal whatever their key order."""
+    return hashlib.sha256(canonical_json(config).encode("utf-8")).hexdigest()
+
+
+def append_row(path: str | os.PathLike, row: RunRow | dict) -> None:
+    """Append one row as one line: exclusive lock, one write, flush, fsync. The file is never rewritten.
+
+    If the file ends in a torn line (a crash mid-write), a newline is written first so the new row stays whole;
+    `read_rows` skips the torn line.
+    """
+    data = row.model_dump(mode="json") if isinstance(row, RunRow) else row
+    line = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        prefix = b""
+        if size:
+            with open(path, "rb") as existing:
+                existing.seek(size - 1)
+                if existing.read(1) != b"\n":
+                    prefix = b"\n"
+        payload = prefix + line.encode("utf-8")
+        written = 0
+        while written < len(payload):
+            written += os.write(fd, payload[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class Rows(list):
+    """The rows of a results file (plain dicts, any schema version), plus what had to be skipped."""
+
+    def __init__(self, rows=(), skipped=()):
+        super().__init__(rows)
+        self.skipped: list[tuple[int, str]] = list(skipped)
+        """(line number, reason) for every line that is not a JSON object: a torn last line, or damage."""
+
+
+def read_rows(path: str | os.PathLike) -> Rows:
+    """Every row of a JSON-lines results file, oldest first. Lines that do not parse are skipped and counted
+    in `.skipped` (a torn last line from a crash is expected; anything else is reported the same way)."""
+    rows: list[dict] = []
+    skipped: list[tuple[int, str]] = []
+    path = Path(path)
+    if not path.exists():
+        return Rows()
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    last_index = len(lines) - 1
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            torn = number - 1 == last_index
+            skipped.append((number, "torn last line (no newline)" if torn else f"not JSON: {exc}"))
+            continue
+        if not isinstance(value, dict):
+            skipped.append((number, f"not a JSON object but {type(value).__name__}"))
+            continue
+        rows.append(value)
+    return Rows(rows, skipped)
+
+
+def parse_row(data: dict) -> RunRow:
+    """A row of the current schema version as a RunRow (pydantic validation; raises on other versions)."""
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"row schema_version {version!r}, this dsx reads {SCHEMA_VERSION}")
+    return RunRow.model_validate(data)

@@ -1,0 +1,660 @@
+"""`dsx run`: resolve a model and a DeepSpeed config, launch it through DeepSpeed's launcher, measure, append a row.
+
+Flow: `prepare(request)` resolves the model, makes the DeepSpeed config (from flags through dsx.generate, or a
+--config file) and lints it with the real world size - errors refuse the run (RunRefused: nothing is started and
+no row is written) - then writes the config and the rank plan into the run's folder and builds the launch
+(dsx.launcher.build_launch). `execute(prepared)` starts it (dsx.launcher.run_plan), gathers every rank's JSON into
+one RunRow (per-rank values and their max) and appends it to the results file, whatever the outcome: a run that
+ran out of memory, failed, hung or lost a rank is a row with status oom / error / timeout and the message.
+
+The config is used as the user asked. In particular the default optimizer (AdamW) makes DeepSpeed JIT-build its
+FusedAdam op on first use (about 50 s on a GPU host, once per TORCH_EXTENSIONS_DIR); dsx does not swap in
+torch's AdamW behind the user's back: `--ds-set optimizer.params.torch_adam=true` does that explicitly, and the
+build time shows up in the row (overhead.ds_initialize_s, overhead.jit_built).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import socket
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dsx.launcher import LaunchError, LaunchPlan, build_launch, capture, run_plan
+from dsx.results import (
+    MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, Overhead, RankMemory, RankResult, RunRow, StepTime, Toggles,
+    Versions, append_row, config_hash,
+)
+
+DEFAULT_RESULTS = "results/runs.jsonl"
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+class RunRefused(ValueError):
+    """The run cannot start as asked (bad flags, a config with lint errors, "auto" values, too few GPUs...).
+    Nothing was launched and no row is written; the message says what to change."""
+
+
+@dataclass
+class RunRequest:
+    model: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    seq_len: int | None = None
+    vocab_pad: int | None = None
+    config_path: str | None = None
+    """A DeepSpeed JSON to use as is (no "auto"); excludes the config flags below except ds_sets."""
+    preset: str | None = None
+    config_flags: dict[str, Any] = field(default_factory=dict)
+    """dsx.generate.ConfigRequest fields the user gave (zero, offload, offload_params, precision, micro_batch,
+    grad_accum, optimizer, lr)."""
+    ds_sets: tuple[str, ...] = ()
+    """`KEY=VALUE` DeepSpeed keys (dotted), applied on top of the flags or the --config file."""
+    gpus: int | None = None
+    steps: int = 20
+    warmup: int = 5
+    tf32: bool = False
+    compile: bool = False
+    attn: str = "sdpa"
+    act_ckpt: bool = False
+    results: str = DEFAULT_RESULTS
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    flop_check: bool = False
+    echo: bool = False
+    """Stream the launcher's and ranks' output to the terminal (it always goes to the run's launcher.log)."""
+    command: list[str] = field(default_factory=list)
+    inject_failure: str | None = None
+    """For tests of the failure paths: KIND[:STEP][@RANK] (see launch/train_rank.py)."""
+    entered_at: float | None = None
+    """time.time() when the dsx command code was entered (for overhead.dsx_startup_s)."""
+
+
+@dataclass
+class Prepared:
+    request: RunRequest
+    run_id: str
+    run_dir: Path
+    started_utc: str
+    device: str
+    world_size: int
+    ds_config: dict
+    ds_config_source: str
+    config_path: Path
+    plan_path: Path
+    launch: LaunchPlan
+    resolved: Any
+    params: int | None
+    micro_batch: int
+    grad_accum: int
+    precision: str
+    gpu_names: list[str]
+    notes: list[str]
+    entered_at: float
+    prepared_at: float = 0.0
+
+
+# ----------------------------------------------------------------------------------------------- environment
+
+
+def process_start_time() -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:
+        return None
+
+
+def detect_device() -> tuple[str, int]:
+    """('cuda', visible GPU count) or ('cpu', 0). torch.cuda.device_count() creates no CUDA context."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return "cuda", torch.cuda.device_count()
+    return "cpu", 0
+
+
+def probe_gpus(env: dict[str, str]) -> list[tuple[str, tuple[int, int] | None]]:
+    """(name, compute capability) of each visible GPU, in CUDA order, from NVML or nvidia-smi (never through
+    torch.cuda, which would hold a CUDA context in the dsx process during the run). [] when unknown."""
+    rows: list[tuple[str, str, str, tuple[int, int] | None]] = []  # index, uuid, name, cc
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            name = name.decode() if isinstance(name, bytes) else name
+            uid = pynvml.nvmlDeviceGetUUID(h)
+            uid = uid.decode() if isinstance(uid, bytes) else uid
+            cc = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))
+            rows.append((str(i), uid, name, (int(cc[0]), int(cc[1]))))
+    except Exception:
+        rc, out = capture(["nvidia-smi", "--query-gpu=index,uuid,name,compute_cap", "--format=csv,noheader"])
+        if rc == 0:
+            for line in out.strip().splitlines():
+                parts = [p.strip() for p in line.split(",")]
+                if len(parts) >= 4:
+                    try:
+                        ma, mi = parts[3].split(".")
+                        cc: tuple[int, int] | None = (int(ma), int(mi))
+                    except ValueError:
+                        cc = None
+                    rows.append((parts[0], parts[1], parts[2], cc))
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [(name, cc) for _, _, name, cc in rows]
+    chosen = []
+    for token in [t.strip() for t in visible.split(",") if t.strip()]:
+        for index, uid, name, cc in rows:
+            if token == index or (token.startswith("GPU-") and uid.startswith(token)):
+                chosen.append((name, cc))
+    return chosen
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def package_versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in ("torch", "deepspeed", "transformers", "dsx"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def extensions_dir(env: dict[str, str]) -> Path:
+    return Path(env.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+
+
+def built_since(root: Path, since: float) -> list[str]:
+    """Names of extension ops whose shared library was written after `since` (JIT builds during the run)."""
+    if not root.is_dir():
+        return []
+    names = set()
+    for so in root.rglob("*.so"):
+        try:
+            if so.stat().st_mtime >= since:
+                names.add(so.parent.name)
+        except OSError:
+            continue
+    return sorted(names)
+
+
+# ----------------------------------------------------------------------------------------------- config
+
+
+def _auto_paths(node: Any, path: str = "") -> list[str]:
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _auto_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _auto_paths(v, f"{path}[{i}]")]
+    return [path] if node == "auto" else []
+
+
+def _apply_sets(config: dict, sets: tuple[str, ...]) -> None:
+    from dsx.generate import ConfigRequestError, parse_set
+
+    for text in sets:
+        try:
+            key, value = parse_set(text)
+        except ConfigRequestError as exc:
+            raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
+        node = config
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise RunRefused(f"--ds-set {key}: '{part}' holds {child!r}, not a section")
+            node = child
+        node[parts[-1]] = value
+
+
+def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
+    """(config, source, warnings). Lint errors, "auto" values, an unreadable file -> RunRefused."""
+    from dsx.lint.engine import lint
+    from dsx.versions import VersionError, resolve_target
+
+    try:
+        target = resolve_target(None)
+    except VersionError as exc:
+        raise RunRefused(str(exc)) from None
+    duplicates: list[str] = []
+    if request.config_path:
+        given = sorted(k for k, v in request.config_flags.items() if v is not None)
+        if given or request.preset:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given + (["preset"] if request.preset else []))
+            raise RunRefused(f"--config takes the DeepSpeed config as it is: drop {flags} (or use --ds-set KEY=VALUE "
+                             "to change a key of the file)")
+        from dsx.lint.load import UnreadableConfig, read_config
+
+        try:
+            loaded = read_config(request.config_path)
+        except UnreadableConfig as exc:
+            raise RunRefused(str(exc)) from None
+        config, duplicates = loaded.data, loaded.duplicate_keys
+        autos = _auto_paths(config)
+        if autos:
+            raise RunRefused(
+                f'{request.config_path}: "auto" at {", ".join(autos)}: only the transformers Trainer / accelerate fill '
+                '"auto", and dsx run passes the config to DeepSpeed directly. Write the values (dsx config writes a '
+                "complete config: dsx config --preset ... -o FILE)")
+        _apply_sets(config, request.ds_sets)
+        source = str(Path(request.config_path).resolve())
+    else:
+        from dsx.generate import ConfigRequest, ConfigRequestError, generate, parse_set
+        from dsx.presets import PRESETS
+
+        changes: dict[str, Any] = {}
+        if request.preset:
+            if request.preset not in PRESETS:
+                raise RunRefused(f"unknown --preset '{request.preset}' (known: {', '.join(PRESETS)})")
+            changes.update(PRESETS[request.preset].changes)
+        sets = tuple(changes.pop("sets", ()))
+        changes.update({k: v for k, v in request.config_flags.items() if v is not None})
+        allowed = {f.name for f in fields(ConfigRequest)}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise RunRefused(f"unknown config option(s): {', '.join(sorted(unknown))}")
+        try:
+            sets += tuple(parse_set(s) for s in request.ds_sets)
+            changes["world_size"] = world_size
+            config = generate(ConfigRequest(**changes, sets=sets), target)
+        except ConfigRequestError as exc:
+            raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
+        source = "flags"
+    findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        lines = "\n".join("  " + f.render() for f in errors)
+        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {world_size}:\n{lines}")
+    warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
+    return config, source, warnings
+
+
+def precision_of(config: dict) -> str:
+    if (config.get("bf16") or {}).get("enabled") is True or (config.get("bfloat16") or {}).get("enabled") is True:
+        return "bf16"
+    if (config.get("fp16") or {}).get("enabled") is True:
+        return "fp16"
+    return "fp32"
+
+
+# ----------------------------------------------------------------------------------------------- prepare
+
+
+def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None) -> Prepared:
+    """Everything up to the launch; writes the config and plan into the run folder. RunRefused on bad input."""
+    entered = request.entered_at or time.time()
+    env = dict(os.environ if env is None else env)
+    cwd = cwd or os.getcwd()
+    if request.steps < 1:
+        raise RunRefused(f"--steps must be at least 1, got {request.steps}")
+    if request.warmup < 0:
+        raise RunRefused(f"--warmup must be 0 or more, got {request.warmup}")
+    if request.inject_failure:
+        from launch.train_rank import parse_injection
+
+        try:
+            parse_injection(request.inject_failure)
+        except ValueError as exc:
+            raise RunRefused(str(exc)) from None
+
+    from dsx.models import ModelError, attn_available, count_params, resolve_model
+
+    try:
+        resolved = resolve_model(request.model, request.overrides, seq_len=request.seq_len,
+                                 vocab_pad=request.vocab_pad)
+    except ModelError as exc:
+        raise RunRefused(str(exc)) from None
+    ok, reason = attn_available(request.attn, resolved.family)
+    if not ok:
+        raise RunRefused(f"--attn {request.attn} is unavailable here: {reason}")
+
+    device, visible = detect_device()
+    notes: list[str] = []
+    if device == "cuda":
+        world = request.gpus if request.gpus is not None else visible
+        if world > visible:
+            raise RunRefused(f"--gpus {world} but only {visible} GPU(s) are visible")
+    else:
+        world = request.gpus if request.gpus is not None else 1
+        if request.compile:
+            notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
+    if world < 1:
+        raise RunRefused(f"--gpus must be at least 1, got {world}")
+    if request.attn == "flash" and device != "cuda":
+        raise RunRefused("--attn flash needs a CUDA GPU")
+
+    config, source, warnings = resolve_config(request, world)
+    notes += warnings
+    from dsx.schema.batch import BatchError, solve_batch
+
+    try:
+        batch = solve_batch(world, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
+                            config.get("gradient_accumulation_steps"))
+    except (BatchError, TypeError) as exc:
+        raise RunRefused(f"batch sizes: {exc}") from None
+    optimizer = (config.get("optimizer") or {})
+    if optimizer.get("type", "").lower() in ("adam", "adamw") and not (optimizer.get("params") or {}).get(
+            "torch_adam") and not (config.get("zero_optimization") or {}).get("offload_optimizer"):
+        notes.append("optimizer Adam/AdamW: DeepSpeed uses its FusedAdam op, JIT-built on first use and cached in "
+                     "TORCH_EXTENSIONS_DIR (about 50 s on a GPU host); --ds-set optimizer.params.torch_adam=true uses "
+                     "torch's AdamW instead")
+
+    gpus = probe_gpus(env) if device == "cuda" else []
+    run_id = uuid.uuid4().hex
+    results = Path(request.results)
+    run_dir = (results.parent / results.stem / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "ds_config.json"
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    plan = {
+        "run_id": run_id, "model": resolved.name, "overrides": resolved.overrides, "seq_len": resolved.seq_len,
+        "vocab_pad": resolved.vocab_pad, "micro_batch": batch.train_micro_batch_size_per_gpu,
+        "grad_accum": batch.gradient_accumulation_steps, "steps": request.steps, "warmup": request.warmup,
+        "toggles": {"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
+                    "act_ckpt": request.act_ckpt},
+        "ds_config_path": str(config_path), "output_dir": str(run_dir), "device": device,
+        "flop_check": request.flop_check, "seed": 1234, "inject_failure": request.inject_failure,
+    }
+    plan_path = run_dir / "plan.json"
+    plan_path.write_text(json.dumps(plan, indent=2) + "\n")
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    try:
+        launch = build_launch(plan_json=str(plan_path), world_size=world, device=device, master_port=free_port(),
+                              base_env=env, cwd=cwd, gpu_capabilities=[cc for _, cc in gpus if cc] or None,
+                              cpu_count=cpus)
+    except LaunchError as exc:
+        raise RunRefused(str(exc)) from None
+    try:
+        params = count_params(resolved)
+    except Exception:  # counting is informative only; never block a run on it
+        params = None
+    return Prepared(
+        request=request, run_id=run_id, run_dir=run_dir,
+        started_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), device=device, world_size=world,
+        ds_config=config, ds_config_source=source, config_path=config_path, plan_path=plan_path, launch=launch,
+        resolved=resolved, params=params, micro_batch=batch.train_micro_batch_size_per_gpu,
+        grad_accum=batch.gradient_accumulation_steps, precision=precision_of(config),
+        gpu_names=[name for name, _ in gpus][:world], notes=notes + launch.notes, entered_at=entered,
+        prepared_at=time.time(),
+    )
+
+
+def describe_dry_run(prepared: Prepared) -> str:
+    lines = [prepared.launch.describe(),
+             f"DeepSpeed config: {prepared.config_path}",
+             f"rank plan: {prepared.plan_path}",
+             f"world size {prepared.world_size} ({prepared.device}), micro-batch {prepared.micro_batch}, "
+             f"grad-accum {prepared.grad_accum}, {prepared.precision}, model {prepared.resolved.name} "
+             f"({prepared.params:,} parameters)" if prepared.params else ""]
+    lines += [f"note: {n}" for n in prepared.notes if n not in prepared.launch.notes]
+    return "\n".join(line for line in lines if line)
+
+
+# ----------------------------------------------------------------------------------------------- gather
+
+
+def _load_rank(run_dir: Path, rank: int) -> dict | None:
+    path = run_dir / f"rank-{rank}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _max_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _span(ranks: list[dict], start: str, end: str) -> float | None:
+    return _max_or_none([(r["times"][end] - r["times"][start]) if start in r.get("times", {})
+                         and end in r.get("times", {}) else None for r in ranks])
+
+
+def _status(prepared: Prepared, ranks: list[dict | None], completed) -> tuple[str, str | None]:
+    log = prepared.run_dir / "launcher.log"
+    if completed.timed_out:
+        reached = ", ".join(f"rank {i}: {r.get('phase')}" if r else f"rank {i}: not started"
+                            for i, r in enumerate(ranks))
+        return "timeout", (f"timed out after {prepared.request.timeout_s:g} s and was killed ({reached}); "
+                           f"output in {log}")
+    for wanted in ("oom", "error"):
+        for i, r in enumerate(ranks):
+            if r and r.get("status") == wanted:
+                return wanted, f"rank {i}: {r.get('error')} (traceback in {prepared.run_dir / f'rank-{i}.json'})"
+    lost = [(i, r) for i, r in enumerate(ranks) if not r or r.get("status") != "ok"]
+    if lost:
+        parts = [f"rank {i} " + (f"stopped during '{r.get('phase')}' without a result" if r else "never reported")
+                 for i, r in lost]
+        tail = [line for line in completed.tail.splitlines() if line.strip()]
+        last = f"; last output: {tail[-1].strip()[:300]}" if tail else ""
+        return "error", (f"{'; '.join(parts)} (launcher exit code {completed.returncode}: killed, or the launcher "
+                         f"failed){last}; output in {log}")
+    if completed.returncode != 0:
+        return "error", f"the launcher exited with {completed.returncode} after every rank finished; output in {log}"
+    return "ok", None
+
+
+def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
+    request = prepared.request
+    world = prepared.world_size
+    raw = [_load_rank(prepared.run_dir, r) for r in range(world)]
+    present = [r for r in raw if r]
+    status, error = _status(prepared, raw, completed)
+    resolved = prepared.resolved
+
+    # ---- figures
+    figures = Figures()
+    from dsx.flops import model_flops_per_token
+
+    try:
+        figures.flops_per_token = float(model_flops_per_token(resolved))
+    except Exception as exc:
+        prepared.notes.append(f"analytic FLOPs unavailable: {exc}")
+    dtype = prepared.precision
+    if dtype == "fp32" and request.tf32 and prepared.device == "cuda":
+        dtype = "tf32"
+    figures.flops_dtype = dtype
+    gpu_name = next((r.get("gpu_name") for r in present if r.get("gpu_name")), None) or (
+        prepared.gpu_names[0] if prepared.gpu_names else None)
+    if prepared.device == "cuda":
+        from dsx.gpus import peak_tflops
+
+        figures.peak_tflops = peak_tflops(gpu_name, dtype)
+    steps_by_rank = [r.get("step_time_s") or [] for r in raw if r]
+    if status == "ok" and len(steps_by_rank) == world and all(len(s) == request.steps for s in steps_by_rank):
+        per_step = [max(s[i] for s in steps_by_rank) for i in range(request.steps)]
+        median = statistics.median(per_step)
+        figures.step_time_s = StepTime(median=median, min=min(per_step), max=max(per_step), all=per_step)
+        samples = prepared.micro_batch * prepared.grad_accum * world
+        figures.samples_per_s = samples / median
+        figures.tokens_per_s = samples * resolved.seq_len / median
+        if figures.flops_per_token is not None:
+            figures.model_tflops_per_s = figures.flops_per_token * figures.tokens_per_s / world / 1e12
+            if figures.peak_tflops:
+                figures.mfu = figures.model_tflops_per_s / figures.peak_tflops
+    check = (raw[0] or {}).get("flop_check") if raw else None
+    if check:
+        per_token = check.get("counter_flops_per_token")
+        tokens_per_rank_step = prepared.micro_batch * resolved.seq_len * prepared.grad_accum
+        if figures.flops_per_token is not None:
+            figures.analytic_flops_per_step = figures.flops_per_token * tokens_per_rank_step
+        if per_token is not None:
+            figures.flop_counter_flops_per_step = per_token * tokens_per_rank_step
+            if figures.analytic_flops_per_step:
+                ratio = figures.analytic_flops_per_step / figures.flop_counter_flops_per_step
+                figures.flop_check_note = (f"analytic / torch.utils.flop_counter = {ratio:.4f} (counter: attn "
+                                           f"{check.get('attn')}, micro-batch {check.get('micro_batch')}, on "
+                                           f"{check.get('device')}; the analytic count adds 6 FLOPs per 1-D "
+                                           "parameter, which the counter does not see)")
+        else:
+            figures.flop_check_note = f"flop counter failed: {check.get('error')}"
+
+    # ---- memory
+    per_rank = []
+    methods: dict[str, str] = {}
+    for r in present:
+        mem = r.get("memory") or {}
+        per_rank.append(RankMemory(rank=r["rank"], **{k: mem.get(k) for k in MEMORY_FIELDS},
+                                   unavailable=r.get("memory_unavailable") or {}))
+        for k, v in (r.get("memory_methods") or {}).items():
+            methods.setdefault(k, v)
+    mem_max = MemoryMax(**{k: _max_or_none([getattr(m, k) for m in per_rank]) for k in MEMORY_FIELDS})
+    memory = Memory(per_rank=per_rank, max=mem_max, methods=methods)
+
+    # ---- ranks
+    ranks = []
+    for i, r in enumerate(raw):
+        if not r:
+            ranks.append(RankResult(rank=i, status="missing"))
+            continue
+        times = r.get("times") or {}
+        order = ["process_start", "imported", "distributed", "model_built", "initialized", "warmup_done",
+                 "timed_done", "end"]
+        spans = {f"{b}_s": times[b] - times[a] for a, b in zip(order, order[1:]) if a in times and b in times}
+        ranks.append(RankResult(rank=i, status=r.get("status", "running"), phase=r.get("phase"),
+                                error=r.get("error"), host=r.get("host"), device=r.get("device"),
+                                step_time_s=r.get("step_time_s") or [], loss=r.get("loss") or [],
+                                timings_s=spans))
+
+    # ---- overhead
+    flop_seconds = (check or {}).get("seconds")
+    now = time.time()
+    proc_start = process_start_time()
+    warm = [sum(r.get("warmup_step_time_s") or []) for r in present]
+    timed = [sum(r.get("step_time_s") or []) for r in present]
+    overhead = Overhead(
+        dsx_startup_s=(prepared.entered_at - proc_start) if proc_start else None,
+        prepare_s=completed.started - prepared.entered_at,
+        launch_to_rank_start_s=(_max_or_none([r["times"].get("process_start") for r in present]) - completed.started)
+        if present else None,
+        rank_import_s=_span(present, "process_start", "imported"),
+        dist_init_s=_span(present, "imported", "distributed"),
+        model_build_s=_max_or_none([r["times"]["model_built"] - r["times"].get("flop_check_done", r["times"]["distributed"])
+                                    for r in present if "model_built" in r["times"] and "distributed" in r["times"]]),
+        flop_check_s=flop_seconds,
+        ds_initialize_s=_span(present, "model_built", "initialized"),
+        jit_built=jit_built,
+        warmup_s=max(warm) if warm else None,
+        timed_s=max(timed) if timed else None,
+        teardown_s=(completed.ended - _max_or_none([r["times"].get("end") for r in present]))
+        if present and all(r["times"].get("end") for r in present) and not completed.timed_out else None,
+        total_s=(now - proc_start) if proc_start else now - prepared.entered_at,
+    )
+    overhead.added_s = overhead.total_s - (overhead.warmup_s or 0.0) - (overhead.timed_s or 0.0)
+
+    versions = package_versions()
+    ran = next((r.get("versions") for r in present if r.get("versions")), None) or {}
+    versions.update({k: v for k, v in ran.items() if v})
+    notes = list(dict.fromkeys(prepared.notes + [n for r in present for n in r.get("notes") or []]))
+    if jit_built:
+        notes.append(f"JIT-built during this run: {', '.join(jit_built)} (see overhead.ds_initialize_s)")
+    if status == "ok":
+        losses = [r.get("loss") or [] for r in present]
+        if any(abs(a - b) > 1e-3 * max(1.0, abs(a)) for other in losses[1:] for a, b in zip(losses[0], other)):
+            notes.append("ranks report different losses for the same step although they got the same batches")
+    return RunRow(
+        run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(), device=prepared.device,
+        gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
+        versions=Versions(python=platform.python_version(), **versions),
+        ds_config=prepared.ds_config, ds_config_hash=config_hash(prepared.ds_config),
+        ds_config_source=prepared.ds_config_source,
+        model=ModelInfo(preset=resolved.name, family=resolved.family, task=resolved.task,
+                        overrides=dict(request.overrides), params=prepared.params, seq_len=resolved.seq_len,
+                        vocab_pad=resolved.vocab_pad),
+        micro_batch=prepared.micro_batch, grad_accum=prepared.grad_accum, world_size=world,
+        precision=prepared.precision, steps=request.steps, warmup=request.warmup,
+        toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
+        figures=figures, memory=memory, ranks=ranks, status=status, error=error, notes=notes, overhead=overhead,
+        command=list(request.command), run_dir=str(prepared.run_dir),
+    )
+
+
+def execute(prepared: Prepared) -> RunRow:
+    """Launch, wait (killing the whole process group on timeout or Ctrl-C), gather, append the row."""
+    ext = extensions_dir(prepared.launch.env)
+    before = time.time() - 1.0
+    completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
+                         echo=prepared.request.echo)
+    row = gather(prepared, completed, built_since(ext, before))
+    append_row(prepared.request.results, row)
+    return row
+
+
+def run(request: RunRequest) -> RunRow:
+    return execute(prepare(request))
+
+
+# ----------------------------------------------------------------------------------------------- report
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def summary(row: RunRow, results: str) -> str:
+    """The short table `dsx run` prints."""
+    f, m, o = row.figures, row.memory.max, row.overhead
+    zero = (row.ds_config.get("zero_optimization") or {}).get("stage", 0)
+    offload = [k.split("_")[1] for k in ("offload_optimizer", "offload_param")
+               if ((row.ds_config.get("zero_optimization") or {}).get(k) or {}).get("device") not in (None, "none")]
+    where = f"{row.world_size} x {row.gpu_name or 'GPU'}" if row.device == "cuda" else f"{row.world_size} CPU rank(s)"
+    lines = [
+        f"{row.status.upper()}  {row.model.preset} ({row.model.params:,} params, seq {row.model.seq_len})"
+        if row.model.params else f"{row.status.upper()}  {row.model.preset} (seq {row.model.seq_len})",
+        f"  {where}, ZeRO-{zero}{' + offload ' + '/'.join(offload) if offload else ''}, {row.precision}, "
+        f"micro-batch {row.micro_batch} x grad-accum {row.grad_accum}",
+    ]
+    if f.step_time_s:
+        lines += [
+            f"  step time   median {f.step_time_s.median * 1e3:.1f} ms (min {f.step_time_s.min * 1e3:.1f}, max "
+            f"{f.step_time_s.max * 1e3:.1f}) over {len(f.step_time_s.all)} steps",
+            f"  throughput  {f.tokens_per_s:,.0f} tokens/s, {f.samples_per_s:,.1f} samples/s, "
+            f"{f.model_tflops_per_s:.3g} TFLOP/s per GPU" if f.model_tflops_per_s is not None else
+            f"  throughput  {f.tokens_per_s:,.0f} tokens/s, {f.samples_per_s:,.1f} samples/s",
+            f"  MFU         {f.mfu:.1%} of {f.peak_tflops:g} TFLOP/s {f.flops_dtype}" if f.mfu is not None else
+            "  MFU         - (" + ("CPU run" if row.device == "cpu" else f"no peak for {row.gpu_name!r} in dsx.gpus")
+            + ")",
+        ]
+    if f.flop_check_note:
+        lines.append(f"  flop check  {f.flop_check_note}")
+    lines.append(f"  memory max  allocated {_bytes(m.peak_allocated)}, reserved {_bytes(m.peak_reserved)}, NVML "
+                 f"{_bytes(m.nvml_used)}, host RSS {_bytes(m.host_rss_peak)}, pinned {_bytes(m.pinned_host)}")
+    if o.total_s is not None:
+        lines.append(f"  wall        {o.total_s:.1f} s total, {o.added_s:.1f} s around the steps (init "
+                     f"{(o.ds_initialize_s or 0):.1f} s, teardown {(o.teardown_s or 0):.1f} s)")
+    if row.error:
+        lines.append(f"  error       {row.error}")
+    lines.append(f"  row {row.run_id} appended to {results}")
+    return "\n".join(lines)
+
+
+def quote_command(argv: list[str]) -> str:
+    return shlex.join(argv)
