@@ -76,6 +76,23 @@ def _standard_bounds(node) -> None:
             _standard_bounds(value)
 
 
+def _describe(schema: dict, root) -> None:
+    """Field docstrings -> "description" of each property (read from the source, see dsx.schema.docs)."""
+    from dsx.schema.base import Section
+    from dsx.schema.docs import _all_models, field_docstring
+
+    by_name = {m.__name__: m for m in _all_models(Section)}
+    targets = [(schema, root)] + [(d, by_name.get(name)) for name, d in schema.get("$defs", {}).items()]
+    for node, model in targets:
+        if model is None:
+            continue
+        for name, info in model.model_fields.items():
+            prop = node.get("properties", {}).get(info.alias or name)
+            doc = field_docstring(model, name) or info.description
+            if prop is not None and doc:
+                prop["description"] = doc
+
+
 def config_schema(target: Version, hf: bool = False) -> dict:
     """The schema for `target`: the shipped one for a known version, else built from the models."""
     path = shipped_path(target)
@@ -90,11 +107,10 @@ def config_schema(target: Version, hf: bool = False) -> dict:
 def build_schema(target: Version) -> dict:
     """Build the schema from the section models (slow: imports and builds every section)."""
     from dsx.schema.config import full_model
-    from dsx.schema.docs import attach_field_docs
 
     model = full_model()
-    attach_field_docs()
     schema = model.model_json_schema(by_alias=True, mode="validation")
+    _describe(schema, model)
     _prune(schema, schema, target)
     for definition in schema.get("$defs", {}).values():
         _prune(schema, definition, target)

@@ -334,3 +334,18 @@ def test_unknown_optimizer_param_fails_at_initialize():
     assert f.message == ("unknown key 'lrr': DeepSpeed accepts the config, then deepspeed.initialize() fails when it "
                          "passes the key to the constructor")
     assert f.fix == "did you mean 'lr'?"
+
+
+def test_zenflow_at_stage_2_needs_cpu_offload():
+    f = one(config(zero_optimization={"stage": 2, "zenflow": {"topk_ratio": 0.1}}))
+    assert (f.path, f.code) == ("zero_optimization.zenflow", "zenflow-needs-offload")
+
+
+def test_compute_grad_norm_off_needs_no_clipping_and_no_offload():
+    found = codes(config(zero_optimization={"stage": 2, "compute_grad_norm": False,
+                                            "offload_optimizer": {"device": "cpu", "pin_memory": True}}))
+    assert found == [("zero_optimization.compute_grad_norm", "error", "grad-norm-needed")] * 2
+
+
+def test_compute_grad_norm_off_with_zero_clipping_is_fine():
+    assert run(config(zero_optimization={"stage": 2, "compute_grad_norm": False}, gradient_clipping=0.0)) == []

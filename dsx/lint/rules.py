@@ -247,10 +247,10 @@ def adam_means_adamw(data: dict, ctx: LintContext) -> Iterator[Finding]:
 
 
 def scheduler_without_optimizer(data: dict, ctx: LintContext) -> Iterator[Finding]:
-    if "scheduler" in data and "optimizer" not in data and not ctx.hf:
+    if "scheduler" in data and "type" not in _dict(data.get("optimizer")) and not ctx.hf:
         yield Finding("scheduler", "warning", "scheduler-without-optimizer",
-                      "a scheduler without an optimizer block is silently dropped unless the training script "
-                      "passes its own optimizer to deepspeed.initialize()",
+                      "a scheduler without an optimizer (no optimizer block, or one without a type) is silently "
+                      "dropped unless the training script passes its own optimizer to deepspeed.initialize()",
                       "add an optimizer block, or make sure the script passes an optimizer")
 
 

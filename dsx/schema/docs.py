@@ -2,7 +2,7 @@
 
 Every field in dsx/schema has a docstring right below it. pydantic can read those at class creation
 (use_attribute_docstrings), but that parses source per class and costs ~0.25 s of every command's start, so
-dsx reads them here, once per module, only when a JSON Schema is wanted.
+dsx reads them here, once per module, only when a JSON Schema is wanted (dsx.json_schema).
 """
 
 from __future__ import annotations
@@ -51,13 +51,3 @@ def field_docstring(model: type[BaseModel], name: str) -> str | None:
             if doc:
                 return doc
     return None
-
-
-def attach_field_docs() -> None:
-    """Set each dsx section field's description from its docstring (before any JSON Schema is built)."""
-    from dsx.schema.base import Section
-
-    for model in _all_models(Section):
-        for name, info in model.model_fields.items():
-            if info.description is None:
-                info.description = field_docstring(model, name)

@@ -676,8 +676,10 @@ def _check_type(value: Any) -> Any:
     """One clear error for a missing or unknown type, before the per-type models run."""
     if isinstance(value, dict):
         if "type" not in value:
+            typo = [key for key in value if key not in ("params", "legacy_fusion")]
             raise ValueError(
                 "optimizer.type is missing: without it DeepSpeed builds no optimizer and ignores params"
+                + (f" ('{typo[0]}' is not a key: did you mean 'type'?)" if typo else "")
             )
         if optimizer_kind(value["type"]) is None:
             raise ValueError(_unknown_type_message(value["type"]))

@@ -227,10 +227,6 @@ def test_gated_fields_name_their_version():
 # --- basics
 
 
-def test_every_field_has_a_docstring():
-    for model in (ZeroConfig, LeafModuleConfig):
-        for name, info in model.model_fields.items():
-            assert info.description and "\n" not in info.description, name
 
 
 def test_empty_block_is_all_defaults():
@@ -258,9 +254,7 @@ def test_fractional_float_is_rejected_for_an_int():
         ZeroConfig.model_validate({"allgather_bucket_size": 5.5})
 
 
-def test_reduce_bucket_size_must_be_positive():
-    with pytest.raises(ValidationError, match="reduce_bucket_size\n  Input should be greater than 0"):
-        ZeroConfig.model_validate({"reduce_bucket_size": 0})
+
 
 
 def test_negative_bucket_is_rejected():
@@ -341,29 +335,17 @@ def test_compute_grad_norm_false_is_accepted_at_stage_1_and_2(stage):
     assert ZeroConfig.model_validate({"stage": stage, "compute_grad_norm": False}).compute_grad_norm is False
 
 
-def test_compute_grad_norm_false_rejects_zenflow():
-    with pytest.raises(ValidationError, match=r"compute_grad_norm=false does not support zenflow"):
-        ZeroConfig.model_validate(
-            {"stage": 2, "compute_grad_norm": False, "zenflow": {}, "offload_optimizer": {"device": "cpu"}}
-        )
 
 
-@pytest.mark.parametrize("block", [{"offload_optimizer": {"device": "cpu"}}, {"cpu_offload": True}])
-def test_compute_grad_norm_false_rejects_optimizer_offload(block):
-    with pytest.raises(ValidationError, match=r"compute_grad_norm=false does not support optimizer offload"):
-        ZeroConfig.model_validate({"stage": 2, "compute_grad_norm": False, **block})
+
+
 
 
 def test_compute_grad_norm_false_accepts_offload_device_none():
     ZeroConfig.model_validate({"stage": 1, "compute_grad_norm": False, "offload_optimizer": {"device": "none"}})
 
 
-@pytest.mark.parametrize("block", [{}, {"offload_optimizer": {"device": "none"}}])
-def test_zenflow_at_stage_1_or_2_needs_optimizer_offload(block):
-    with pytest.raises(
-        ValidationError, match='zero_optimization.zenflow at stage 2 needs offload_optimizer with device "cpu"'
-    ):
-        ZeroConfig.model_validate({"stage": 2, "zenflow": {}, **block})
+
 
 
 @pytest.mark.parametrize(
@@ -428,11 +410,7 @@ def test_legacy_stage1_is_accepted_with_zero_off():
     ZeroConfig.model_validate({"stage": 0, "legacy_stage1": True})
 
 
-@pytest.mark.parametrize("key", ["offload_param", "offload_optimizer"])
-def test_nvme_without_path_is_rejected_at_stage_3(key):
-    message = f'zero_optimization.{key}.device "nvme" needs {key}.nvme_path at stage 3'
-    with pytest.raises(ValidationError, match=message):
-        ZeroConfig.model_validate({"stage": 3, key: {"device": "nvme"}})
+
 
 
 def test_nvme_with_path_is_accepted_at_stage_3():
@@ -456,7 +434,6 @@ def test_optimizer_nvme_without_path_is_accepted_at_stage_2():
         {"cpu_offload": False, "offload_optimizer": {"device": "cpu"}},
         {"cpu_offload_param": True, "offload_param": {}},
         {"stage3_gather_fp16_weights_on_model_save": True, "stage3_gather_16bit_weights_on_model_save": True},
-        {"reduce_bucket_size": 0},
         {"stage": 4},
         {"stage3_max_live_paramters": 1},
     ],
@@ -478,4 +455,8 @@ def test_json_schema_is_valid_and_accepts_a_dump():
     )
     jsonschema.validate(zero.model_dump(by_alias=True, exclude_defaults=True), schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"reduce_bucket_size": 0}, schema)
+        jsonschema.validate({"reduce_bucket_size": -1}, schema)
+
+
+# NVMe without nvme_path, zenflow without CPU offload and compute_grad_norm=false with offload/zenflow are checked
+# by dsx's linter (tests/test_lint_rules.py), which reports them all at once, not by this model.
