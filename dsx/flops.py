@@ -6,7 +6,8 @@ Convention (what `model_flops_per_token` returns), per token of a training step 
 
 - 6N: each parameter that multiplies an activation costs 2 FLOPs (one multiply-add) in the forward pass and 4 in
   the backward pass (gradient w.r.t. the input and w.r.t. the weight). Kaplan et al. 2020 (arXiv:2001.08361) §2.1:
-  C ≈ 6N per training token; PaLM (Chowdhery et al. 2022, arXiv:2204.02311) Appendix B: 6N + 12LHQT.
+  C ≈ 6N per training token (Kaplan's N leaves out every embedding matrix, and with it the LM-head matmul; dsx
+  keeps the LM head, like nanoGPT); PaLM (Chowdhery et al. 2022, arXiv:2204.02311) Appendix B: 6N + 12LHQT.
 - 12·L·H·Q·T: self-attention's two activation-by-activation matmuls (Q·Kᵀ and P·V), 2·T·Q FLOPs each per token
   per head in the forward pass, ×3 for forward + backward: 6·L·H·(2·Q·T). L = layers applied, H = query heads,
   Q = head dim, T = sequence length. As in PaLM and nanoGPT the full T×T score matrix counts, also for causal
@@ -38,10 +39,14 @@ Which parameters make N (counted from the model built on the meta device, `param
 Cross-check (`flop_counter_flops_per_step`): torch.utils.flop_counter.FlopCounterMode counts matmuls (mm, addmm,
 bmm, SDPA kernels) at 2 FLOPs per multiply-add, forward and backward; it counts no elementwise op. So per token
     counter = analytic − 6·(1-D parameters)            exactly, for GPT-2, BERT and ALBERT;
-Llama's counter adds its RoPE frequency matmul (head_dim FLOPs per token, forward only, ~1e-5 of the total).
-Measured gpt2-tiny, seq 64: analytic 1,082,880 vs counter 1,072,128 FLOPs/token (ratio 1.0100); gpt2 124M
-(vocab 50304): ratio 1.0009. The ratio moves only through the attention term's share (gpt2-tiny: 1.0108 at
-seq 16, 1.0092 at seq 128).
+Llama's counter adds its RoPE frequency matmul where transformers computes it with one (5.17: head_dim FLOPs per
+position for the whole batch, forward only, ~1e-5 of the total; 5.23 does not).
+The counter runs eager attention (counter_attn says why, and when not). Measured, transformers 5.23, CPU:
+gpt2-tiny at seq 64: analytic 1,082,880 vs counter 1,072,128 FLOPs/token, ratio 1.0100 (1.0108 at seq 16, 1.0092
+at seq 128: only the attention term's share moves it); gpt2 124M (vocab 50304, seq 1024): 1.0009. On an H100
+(torch 2.11, transformers 5.17), eager: gpt2 1.0009, gpt2-xl 1.0006, bert-base 1.0013, albert-base 1.0015,
+llama-1b and llama-7b 1.0000 (each check 0.1-1.3 s, under 8 GiB); counting CUDA SDPA instead of eager gives 0.979
+for gpt2: the +1/6 attention recomputation counter_attn describes.
 """
 
 from __future__ import annotations
@@ -128,7 +133,7 @@ def flop_counter_flops_per_step(model: Any, batch: dict) -> float:
     had_grad = {id(p) for p in model.parameters() if p.grad is not None}
     with FlopCounterMode(display=False) as counter:
         out = model(**batch)
-        loss = out["loss"] if isinstance(out, dict) or hasattr(out, "keys") else out[0]
+        loss = out.get("loss") if hasattr(out, "get") else out[0]  # transformers ModelOutput is a dict
         if loss is None:
             raise ValueError("the model returned no loss: the batch needs labels")
         loss.backward()
@@ -136,6 +141,27 @@ def flop_counter_flops_per_step(model: Any, batch: dict) -> float:
         if id(p) not in had_grad:
             p.grad = None
     return float(counter.get_total_flops())
+
+
+EAGER_SCORES_LIMIT_BYTES = 1 << 30
+"""Largest fp32 heads x seq x seq score matrix (micro-batch 1) for which the counter runs eager attention."""
+
+
+def counter_attn(resolved: ResolvedModel, attn: str, device: Any) -> str:
+    """The attention implementation flop_counter_flops_per_token uses for a run with `attn` on `device`.
+
+    Eager (plain matmuls) whenever it fits: it counts exactly the 12·L·H·Q·T of the convention. The kernels are
+    counted differently by torch's flop registry: it has no formula for the CPU SDPA kernel
+    (aten._scaled_dot_product_flash_attention_for_cpu, torch 2.11-2.13: ALBERT's and Llama's attention would
+    count 0), its CUDA SDPA backward formulas include the flash-style recomputation of Q·Kᵀ (14·L·H·Q·T: +1/6
+    of the attention term, hardware FLOPs rather than model FLOPs), and flash_attn is not in it. Only on CUDA
+    with a score matrix over EAGER_SCORES_LIMIT_BYTES (long sequences) is sdpa kept, to bound memory."""
+    import torch
+
+    scores = 4 * resolved.num_heads * resolved.seq_len ** 2
+    if attn == "sdpa" and torch.device(device).type == "cuda" and scores > EAGER_SCORES_LIMIT_BYTES:
+        return "sdpa"
+    return "eager"
 
 
 def flop_counter_flops_per_token(resolved: ResolvedModel, *, device: Any = "cpu", attn: str = "eager",
@@ -146,15 +172,18 @@ def flop_counter_flops_per_token(resolved: ResolvedModel, *, device: Any = "cpu"
     C(L) = C(1) + (L-1)·(C(2) - C(1)). This builds the model with 1 and 2 layers (same width, vocab, seq_len),
     counts one step of each on `device`, and extrapolates: gpt2-xl or llama-7b are checked with ~1/20 of their
     memory and time. Models of 2 layers or fewer (and ALBERT with several layer groups) are counted directly.
-    The caller's torch RNG state is left untouched."""
+    Attention runs as counter_attn(resolved, attn, device) says. The caller's torch RNG state is left untouched."""
     import torch
 
+    attn = counter_attn(resolved, attn, device)
+    dev = torch.device(device)
+    rng_devices = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     layers_key = FAMILIES[resolved.family].layers_key
     depth = resolved.num_layers
     direct = depth <= 2 or (resolved.family == "albert" and resolved.hf_config.num_hidden_groups != 1)
     depths = [depth] if direct else [1, 2]
     counts = []
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=rng_devices):
         torch.manual_seed(0)
         for d in depths:
             r = resolved if d == depth else resolve_model(resolved.name, {**resolved.overrides, layers_key: d},

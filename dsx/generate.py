@@ -275,7 +275,7 @@ def emit(config: dict) -> dict:
     for key in SECTIONS:
         if key not in config:
             continue
-        adapter = section_adapter(key)
+        adapter = section_adapter(key, config[key])
         section = adapter.validate_python(config[key])
         block = adapter.dump_python(section, **dump) if section is not None else None
         if key == "zero_optimization":

@@ -18,7 +18,6 @@ import copy
 import dataclasses
 import difflib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 

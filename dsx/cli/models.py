@@ -47,7 +47,8 @@ def table(data: list[dict]) -> str:
 @click.command("models")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="Override a transformers config attribute of the named models, e.g. --set n_layer=8 (VALUE is JSON).")
+              help="Override a transformers config attribute of the named models, e.g. --set n_layer=8 "
+                   "(VALUE is JSON).")
 @click.option("--seq-len", type=int, help="Sequence length (default: the preset's).")
 @click.option("--vocab-pad", type=int, help="Round the vocab up to a multiple of this (64: GPT-2's 50257 -> 50304).")
 @click.option("--sources", is_flag=True, help="Also print where each shape comes from.")

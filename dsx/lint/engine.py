@@ -252,7 +252,7 @@ def _model_errors(data: dict) -> list[dict]:
     for key in data:
         if key in SECTIONS:
             try:
-                section_adapter(key).validate_python(data[key])
+                section_adapter(key, data[key]).validate_python(data[key])
             except ValidationError as exc:
                 errors += [{**err, "loc": (key, *err["loc"])} for err in exc.errors()]
     return errors
