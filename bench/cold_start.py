@@ -62,6 +62,7 @@ def main() -> None:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(), "machine": platform.machine(), "python": platform.python_version(),
         "cpus": __import__("os").cpu_count(),
+        "load_average_1min_at_start": round(__import__("os").getloadavg()[0], 2),
         "versions": {p: metadata.version(p) for p in ("dsx", "deepspeed", "torch", "pydantic", "click", "rich")},
         "command": "python bench/cold_start.py " + " ".join(sys.argv[1:]),
         "baseline": {"command": 'python -c "import deepspeed"', "runs": args.baseline_runs,
@@ -74,7 +75,8 @@ def main() -> None:
     lines = [
         f"# Cold start: dsx light commands vs `import deepspeed`",
         "",
-        f"`{result['command']}` on {result['host']} ({result['cpus']} CPUs, Python {result['python']}), "
+        f"`{result['command']}` on {result['host']} ({result['cpus']} CPUs, 1-min load average "
+        f"{result['load_average_1min_at_start']} at start, Python {result['python']}), "
         f"{result['date']}. Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".",
         "",
         f"Baseline `python -c \"import deepspeed\"`: median {base_median:.3f} s over {args.baseline_runs} runs.",

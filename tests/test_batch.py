@@ -43,3 +43,12 @@ def test_accumulation_alone_is_not_enough():
 def test_sizes_must_be_positive():
     with pytest.raises(BatchError, match="^micro-batch must be at least 1, got 0$"):
         solve_batch(1, micro=0)
+
+
+def test_batch_sizes_model_checks_values_given_directly():
+    from pydantic import ValidationError
+
+    from dsx.schema.batch import BatchSizes
+
+    with pytest.raises(ValidationError):
+        BatchSizes(train_batch_size=0, train_micro_batch_size_per_gpu=1, gradient_accumulation_steps=1, world_size=1)

@@ -14,7 +14,7 @@ class BatchError(ValueError):
 
 
 class BatchSizes(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     train_batch_size: int = Field(gt=0)
     """Global batch per optimizer step."""
@@ -56,5 +56,6 @@ def solve_batch(world_size: int, train: int | None = None, micro: int | None = N
     elif train != micro * accum * world_size:
         raise BatchError(f"train batch {train} != micro-batch {micro} x gradient accumulation {accum} x world size "
                          f"{world_size} = {micro * accum * world_size}")
-    return BatchSizes(train_batch_size=train, train_micro_batch_size_per_gpu=micro,
-                      gradient_accumulation_steps=accum, world_size=world_size)
+    # already checked above: model_construct skips building a validator on dsx's cold-start path
+    return BatchSizes.model_construct(train_batch_size=train, train_micro_batch_size_per_gpu=micro,
+                                      gradient_accumulation_steps=accum, world_size=world_size)
