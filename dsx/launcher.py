@@ -146,7 +146,7 @@ def build_launch(*, plan_json: str, world_size: int, device: str, master_port: i
     else:
         argv += ["--num_gpus", str(world_size), "--num_nodes", "1"]
         if device == "cuda":
-            notes.append(f"GPUs 0..{world_size - 1}, one rank each, NCCL")
+            notes.append(f"GPUs 0..{world_size - 1}, one rank each, NCCL" if world_size > 1 else "GPU 0, one rank")
     argv += ["--master_addr", master_addr, "--master_port", str(master_port), "--no_local_rank",
              str(RANK_SCRIPT), "--plan-json", str(plan_json)]
 

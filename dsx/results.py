@@ -133,6 +133,9 @@ class RankResult(_Row):
     """Mean loss over the micro-batches of each timed step. Every rank gets the same synthetic batches, so
     ranks must agree: a cheap check that they hold the same weights."""
     timings_s: dict[str, float] = Field(default_factory=dict)
+    """Seconds to reach each phase from the one before: imported_s (from process start), distributed_s,
+    model_built_s (rank 0: includes --flop-check), initialized_s (deepspeed.initialize), warmup_done_s,
+    timed_done_s, end_s."""
 
 
 class Overhead(_Row):

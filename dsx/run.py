@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shlex
 import socket
 import statistics
 import time
@@ -267,6 +266,8 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
             changes.update(PRESETS[request.preset].changes)
         sets = tuple(changes.pop("sets", ()))
         changes.update({k: v for k, v in request.config_flags.items() if v is not None})
+        if changes.get("micro_batch") is None and changes.get("train_batch") is None:
+            changes["micro_batch"] = 1  # dsx run's default (dsx config would ask for it with --grad-accum)
         allowed = {f.name for f in fields(ConfigRequest)}
         unknown = set(changes) - allowed
         if unknown:
@@ -432,25 +433,46 @@ def _span(ranks: list[dict], start: str, end: str) -> float | None:
                          and end in r.get("times", {}) else None for r in ranks])
 
 
+# Messages of a rank that lost a peer (the peer died or failed first): gloo, NCCL and torch.distributed wording.
+PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
+             "communicator was aborted", "nccl error", "socket timeout", "connection refused")
+
+
+def _is_peer_loss(message: str | None) -> bool:
+    text = (message or "").lower()
+    return any(p in text for p in PEER_LOST)
+
+
 def _status(prepared: Prepared, ranks: list[dict | None], completed) -> tuple[str, str | None]:
+    """(status, one-line message). The cause is named first: the earliest real failure of a rank; a rank that
+    died without a result when the others only lost their peer; else what the launcher said."""
     log = prepared.run_dir / "launcher.log"
     if completed.timed_out:
         reached = ", ".join(f"rank {i}: {r.get('phase')}" if r else f"rank {i}: not started"
                             for i, r in enumerate(ranks))
         return "timeout", (f"timed out after {prepared.request.timeout_s:g} s and was killed ({reached}); "
                            f"output in {log}")
-    for wanted in ("oom", "error"):
-        for i, r in enumerate(ranks):
-            if r and r.get("status") == wanted:
-                return wanted, f"rank {i}: {r.get('error')} (traceback in {prepared.run_dir / f'rank-{i}.json'})"
-    lost = [(i, r) for i, r in enumerate(ranks) if not r or r.get("status") != "ok"]
+    failed = sorted(((r["times"].get("failed", float("inf")), i, r) for i, r in enumerate(ranks)
+                     if r and r.get("status") in ("oom", "error")), key=lambda item: (item[0], item[1]))
+    lost = [(i, r) for i, r in enumerate(ranks) if not r or r.get("status") not in ("ok", "oom", "error")]
+    genuine = [item for item in failed if not _is_peer_loss(item[2].get("error"))]
+    if genuine or (failed and not lost):
+        _, i, r = (genuine or failed)[0]
+        after = f"; {len(failed) - 1} other rank(s) failed after it" if len(failed) > 1 else ""
+        return r["status"], (f"rank {i}: {r.get('error')} (traceback in {prepared.run_dir / f'rank-{i}.json'})"
+                             f"{after}")
     if lost:
         parts = [f"rank {i} " + (f"stopped during '{r.get('phase')}' without a result" if r else "never reported")
                  for i, r in lost]
-        tail = [line for line in completed.tail.splitlines() if line.strip()]
-        last = f"; last output: {tail[-1].strip()[:300]}" if tail else ""
-        return "error", (f"{'; '.join(parts)} (launcher exit code {completed.returncode}: killed, or the launcher "
-                         f"failed){last}; output in {log}")
+        message = (f"{'; '.join(parts)} (launcher exit code {completed.returncode}: the rank was killed, e.g. by "
+                   "the kernel's OOM killer, or exited)")
+        if failed:
+            _, i, r = failed[0]
+            message += f"; rank {i} then lost its peer: {r.get('error')[:200]}"
+        elif not any(ranks):
+            tail = [line for line in completed.tail.splitlines() if line.strip()]
+            message += f"; last output: {tail[-1].strip()[:300]}" if tail else ""
+        return "error", f"{message}; output in {log}"
     if completed.returncode != 0:
         return "error", f"the launcher exited with {completed.returncode} after every rank finished; output in {log}"
     return "ok", None
@@ -568,6 +590,10 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
     ran = next((r.get("versions") for r in present if r.get("versions")), None) or {}
     versions.update({k: v for k, v in ran.items() if v})
     notes = list(dict.fromkeys(prepared.notes + [n for r in present for n in r.get("notes") or []]))
+    seen = {r.get("params_seen") for r in present if r.get("params_seen") is not None}
+    if prepared.params is not None and seen and seen != {prepared.params}:
+        notes.append(f"the ranks' models hold {sorted(seen)} parameters, the meta-device count says "
+                     f"{prepared.params}")
     if jit_built:
         notes.append(f"JIT-built during this run: {', '.join(jit_built)} (see overhead.ds_initialize_s)")
     if status == "ok":
@@ -648,13 +674,13 @@ def summary(row: RunRow, results: str) -> str:
     lines.append(f"  memory max  allocated {_bytes(m.peak_allocated)}, reserved {_bytes(m.peak_reserved)}, NVML "
                  f"{_bytes(m.nvml_used)}, host RSS {_bytes(m.host_rss_peak)}, pinned {_bytes(m.pinned_host)}")
     if o.total_s is not None:
-        lines.append(f"  wall        {o.total_s:.1f} s total, {o.added_s:.1f} s around the steps (init "
-                     f"{(o.ds_initialize_s or 0):.1f} s, teardown {(o.teardown_s or 0):.1f} s)")
+        def sec(v):
+            return "-" if v is None else f"{v:.1f} s"
+
+        lines.append(f"  wall        {o.total_s:.1f} s total, {o.added_s:.1f} s around the steps (launch "
+                     f"{sec(o.launch_to_rank_start_s)}, imports {sec(o.rank_import_s)}, deepspeed.initialize "
+                     f"{sec(o.ds_initialize_s)}, teardown {sec(o.teardown_s)})")
     if row.error:
         lines.append(f"  error       {row.error}")
     lines.append(f"  row {row.run_id} appended to {results}")
     return "\n".join(lines)
-
-
-def quote_command(argv: list[str]) -> str:
-    return shlex.join(argv)

@@ -153,7 +153,7 @@ class NvmlSampler:
     """Device memory used on this rank's GPU, from NVML; max over samples."""
 
     method = "NVML nvmlDeviceGetMemoryInfo(handle).used: the whole GPU (all processes), max over samples after " \
-             "each step"
+             "each step and at the end (or the failure)"
 
     def __init__(self, torch, device):
         self.handle = None
@@ -188,6 +188,21 @@ class NvmlSampler:
             self.handle = None
             return
         self.peak = used if self.peak is None else max(self.peak, used)
+
+
+def reset_peaks(torch, device, on_cuda: bool, report: Report) -> None:
+    """Forget the memory peaks of the flop check, so the figures are the run's own."""
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+        try:
+            torch.cuda.reset_peak_host_memory_stats()
+        except Exception:
+            pass
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # Linux: resets VmHWM to the current RSS
+        report.data["notes"].append("memory peaks were reset after the --flop-check (rank 0)")
+    except OSError:
+        report.data["notes"].append("host_rss_peak includes the --flop-check models (could not reset VmHWM)")
 
 
 def collect_memory(torch, device, on_cuda: bool, nvml: NvmlSampler | None, report: Report) -> None:
@@ -299,7 +314,8 @@ def flop_check(plan: dict, resolved, device, report: Report) -> None:
 # --------------------------------------------------------------------------------------------------- main
 
 
-def run(plan: dict, report: Report, rank: int, local_rank: int) -> None:
+def run(plan: dict, report: Report, rank: int, local_rank: int, state: dict) -> None:
+    """The rank's work; `state` keeps what the failure path needs to still measure memory."""
     import torch
     import transformers
 
@@ -314,6 +330,7 @@ def run(plan: dict, report: Report, rank: int, local_rank: int) -> None:
     if on_cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
+        state.update(torch=torch, device=device, on_cuda=True)
         report.data["device"] = f"cuda:{local_rank}"
         report.data["gpu_name"] = torch.cuda.get_device_name(device)
         report.data["gpu_capability"] = "%d.%d" % torch.cuda.get_device_capability(device)
@@ -321,6 +338,7 @@ def run(plan: dict, report: Report, rank: int, local_rank: int) -> None:
         torch.backends.cudnn.allow_tf32 = bool(toggles["tf32"])
     else:
         device = torch.device("cpu")
+        state.update(torch=torch, device=device, on_cuda=False)
         report.data["device"] = "cpu"
         if toggles["tf32"]:
             report.data["notes"].append("--tf32 has no effect on CPU ranks")
@@ -337,6 +355,7 @@ def run(plan: dict, report: Report, rank: int, local_rank: int) -> None:
         flop_check(plan, resolved, device, report)
         report.data["flop_check"]["seconds"] = time.time() - started
         report.data["times"]["flop_check_done"] = time.time()
+        reset_peaks(torch, device, on_cuda, report)
     torch.manual_seed(int(plan.get("seed", 1234)))  # the same initial weights on every rank
     model = build(plan, resolved, ds_config, report)
     if toggles["act_ckpt"]:
@@ -354,8 +373,15 @@ def run(plan: dict, report: Report, rank: int, local_rank: int) -> None:
     maybe_inject(injection, rank, None)
 
     micro, accum = plan["micro_batch"], plan["grad_accum"]
-    generator = torch.Generator().manual_seed(int(plan.get("seed", 1234)))  # batches are drawn on the CPU
+    seed = int(plan.get("seed", 1234))
+    generator = torch.Generator().manual_seed(seed)  # batches are drawn on the CPU, the same on every rank
+    # Re-seed the global RNG (dropout masks): building the model used it differently per rank (under ZeRO-3 only
+    # rank 0 initialises the weights), and every rank must compute the same loss.
+    torch.manual_seed(seed + 1)
+    if on_cuda:
+        torch.cuda.manual_seed_all(seed + 1)
     nvml = NvmlSampler(torch, device) if on_cuda else None
+    state["nvml"] = nvml
 
     def sync():
         if on_cuda:
@@ -417,8 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(out_dir, rank, local_rank, world_size)
     report.write()
     code = 0
+    state: dict = {}
     try:
-        run(plan, report, rank, local_rank)
+        run(plan, report, rank, local_rank, state)
         report.data["status"] = "ok"
         report.data["phase"] = "done"
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a result, never a bare traceback
@@ -426,7 +453,13 @@ def main(argv: list[str] | None = None) -> int:
             else "error"
         report.data["error"] = one_line(exc)
         report.data["traceback"] = traceback.format_exc()
+        report.data["times"]["failed"] = time.time()
         code = 1
+        if "torch" in state:  # memory at the failure is what an OOM report needs most
+            try:
+                collect_memory(state["torch"], state["device"], state["on_cuda"], state.get("nvml"), report)
+            except Exception as mem_exc:
+                report.data["notes"].append(f"memory figures after the failure: {one_line(mem_exc)}")
     report.data["times"]["end"] = time.time()
     report.write()
     return code

@@ -13,16 +13,13 @@ log=$out/gpt2_124m.log
   python3 -c "import torch, deepspeed, transformers; print('torch', torch.__version__, 'deepspeed', deepspeed.__version__, 'transformers', transformers.__version__)"
   python3 -m dsx doctor
 } >"$log" 2>&1
-common=(--model gpt2 --vocab-pad 64 --seq-len 1024 --steps 20 --warmup 5 --results "$res")
-# baselines first (same process tree, same GPU, same command)
-for mb in 16 32; do
-  python3 bench/torch_baseline.py --model gpt2 --vocab-pad 64 --micro-batch $mb --compile --out "$out/baseline.jsonl" >>"$log" 2>&1
-done
-python3 bench/torch_baseline.py --model gpt2 --vocab-pad 64 --micro-batch 16 --out "$out/baseline.jsonl" >>"$log" 2>&1
-# dsx run: eager DeepSpeed default, then the fastest configurations we know of
-python3 -m dsx run "${common[@]}" --zero 2 --micro-batch 16 >>"$log" 2>&1
-for zero in 0 1; do
-  python3 -m dsx run "${common[@]}" --zero $zero --micro-batch 32 --compile \
-    --ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true >>"$log" 2>&1
-done
-tail -c 6000 "$log"
+common=(--model gpt2 --vocab-pad 64 --seq-len 1024 --steps 20 --warmup 5 --results "$res" --timeout 240)
+adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
+run() { echo "+ $*" >>"$log"; timeout 260 "$@" >>"$log" 2>&1; echo "exit $?" >>"$log"; }
+# baseline and dsx alternate, all in this one command on this one GPU
+run python3 bench/torch_baseline.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile --out "$out/baseline.jsonl"
+run python3 -m dsx run "${common[@]}" --zero 1 --micro-batch 32 --compile "${adam[@]}"
+run python3 -m dsx run "${common[@]}" --zero 0 --micro-batch 32 --compile "${adam[@]}"
+run python3 -m dsx run "${common[@]}" --zero 2 --micro-batch 16 "${adam[@]}"
+run python3 bench/torch_baseline.py --model gpt2 --vocab-pad 64 --micro-batch 16 --out "$out/baseline.jsonl"
+tail -c 5000 "$log"

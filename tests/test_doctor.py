@@ -1,0 +1,52 @@
+"""`dsx doctor` runs on this CPU machine, names what is missing, and gives a fix for every warning."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = ["python", "torch", "CUDA", "nvcc", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "ninja", "C++ compiler", "libaio",
+         "pdsh", "ssh", "DeepSpeed", "op cpu_adam", "op fused_adam", "op async_io", "TORCH_EXTENSIONS_DIR"]
+
+
+@pytest.mark.deepspeed
+def test_doctor_checks_everything_and_exits_0_with_warnings():
+    env = {**os.environ, "TORCH_CUDA_ARCH_LIST": "9.0a"}
+    out = subprocess.run([sys.executable, "-m", "dsx", "doctor", "--json"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    checks = {c["name"]: c for c in json.loads(out.stdout)}
+    assert list(checks) == NAMES
+    assert all(c["level"] in ("OK", "INFO", "WARN") for c in checks.values())
+    assert all(c["fix"] for c in checks.values() if c["level"] == "WARN")
+    assert checks["DeepSpeed"]["level"] == "OK" and "accelerator cpu" in checks["DeepSpeed"]["detail"]
+    assert checks["CUDA"]["level"] == "INFO"  # this machine has no GPU
+    arch = checks["TORCH_CUDA_ARCH_LIST"]
+    assert "'9.0a' cannot be parsed by DeepSpeed's CUDA op builder" in arch["detail"]
+    assert arch["fix"] == "on a GPU machine: export TORCH_CUDA_ARCH_LIST='9.0' (dsx run does that for its ranks)"
+    # what this machine lacks is named as such
+    if ctypes.util.find_library("aio") is None:
+        assert checks["libaio"]["level"] == "WARN" and "libaio-dev" in checks["libaio"]["fix"]
+        assert checks["op async_io"]["level"] == "WARN"
+    if shutil.which("pdsh") is None:
+        assert checks["pdsh"]["level"] == "WARN" and "apt-get install pdsh" in checks["pdsh"]["fix"]
+
+
+@pytest.mark.deepspeed
+def test_doctor_text_names_missing_tools_with_their_fix():
+    from dsx.doctor import run_checks
+
+    checks = {c.name: c for c in run_checks({"PATH": "/nonexistent"})}
+    for name, fix in (("ninja", "pip install ninja"), ("pdsh", "apt-get install pdsh"),
+                      ("ssh", "apt-get install openssh-client"), ("C++ compiler", "apt-get install g++")):
+        assert checks[name].level == "WARN" and fix in checks[name].fix
+        assert checks[name].render().startswith(f"WARN  {name}: ")
+        assert f"\n      fix: {checks[name].fix}" in checks[name].render()

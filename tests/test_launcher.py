@@ -1,0 +1,188 @@
+"""The launch as data: DeepSpeed launcher command lines and child environments (no process is started here,
+except by the run_plan timeout test and the --dry-run CLI test, which launches nothing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dsx.launcher import RANK_SCRIPT, LaunchError, LaunchPlan, build_launch, clean_arch_list, run_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = "/venv/bin/python"
+
+
+def plan(device="cpu", world_size=2, env=None, caps=None, cpu_count=2) -> LaunchPlan:
+    return build_launch(plan_json="/runs/x/plan.json", world_size=world_size, device=device, master_port=29555,
+                        base_env=env if env is not None else {"PATH": "/usr/bin"}, cwd="/work", python=PY,
+                        gpu_capabilities=caps, cpu_count=cpu_count)
+
+
+def deepspeed_parses(arch_list: str) -> bool:
+    """What DeepSpeed 0.19.8's op builder does with each entry (builder.py compute_capability_args)."""
+    try:
+        for cc in arch_list.replace(" ", ";").split(";"):
+            if cc.strip():
+                tuple(int(part.split("+")[0]) for part in cc.strip().split("."))
+        return True
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- command lines
+
+
+def test_cpu_ranks_go_through_deepspeeds_runner_with_an_explicit_rank_count():
+    p = plan("cpu", 2)
+    assert p.argv == [PY, "-u", "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--num_nodes", "1",
+                      "--master_addr", "127.0.0.1", "--master_port", "29555", "--no_local_rank", str(RANK_SCRIPT),
+                      "--plan-json", "/runs/x/plan.json"]
+    assert RANK_SCRIPT == ROOT / "launch" / "train_rank.py" and RANK_SCRIPT.exists()
+    assert p.cwd == "/work"
+
+
+def test_cpu_environment_selects_the_cpu_accelerator_and_splits_the_cores():
+    base = {"PATH": "/usr/bin", "TORCH_EXTENSIONS_DIR": "/cache/ext"}
+    p = plan("cpu", 2, env=base, cpu_count=8)
+    assert p.env["DS_ACCELERATOR"] == "cpu"
+    assert p.env["OMP_NUM_THREADS"] == "4"
+    assert p.env["TORCH_EXTENSIONS_DIR"] == "/cache/ext" and p.env["PATH"] == "/usr/bin"
+    assert p.env_changes == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "4", "PYTHONPATH": str(ROOT)}
+    assert base == {"PATH": "/usr/bin", "TORCH_EXTENSIONS_DIR": "/cache/ext"}  # the caller's env is not touched
+    assert any("gloo" in n for n in p.notes)
+
+
+def test_a_users_omp_num_threads_is_kept():
+    p = plan("cpu", 2, env={"OMP_NUM_THREADS": "3"}, cpu_count=2)
+    assert p.env["OMP_NUM_THREADS"] == "3" and "OMP_NUM_THREADS" not in p.env_changes
+
+
+def test_one_rank_per_gpu_without_cpu_settings():
+    p = plan("cuda", 4, env={"PATH": "/usr/bin"}, caps=[(9, 0)] * 4)
+    assert p.argv[4:8] == ["--num_gpus", "4", "--num_nodes", "1"]
+    assert "DS_ACCELERATOR" not in p.env and "OMP_NUM_THREADS" not in p.env
+
+
+def test_cuda_visible_devices_becomes_include_because_num_gpus_would_ignore_it():
+    p = plan("cuda", 2, env={"CUDA_VISIBLE_DEVICES": "2,3,5"})
+    assert p.argv[4:6] == ["--include", "localhost:2,3"]
+    assert "--num_gpus" not in p.argv and "--num_nodes" not in p.argv
+
+
+def test_more_ranks_than_visible_gpus_or_uuid_devices_are_refused():
+    with pytest.raises(LaunchError, match=r"--gpus 4 but CUDA_VISIBLE_DEVICES='2,3' makes 2 visible"):
+        plan("cuda", 4, env={"CUDA_VISIBLE_DEVICES": "2,3"})
+    with pytest.raises(LaunchError, match="by UUID"):
+        plan("cuda", 1, env={"CUDA_VISIBLE_DEVICES": "GPU-8f3c0a"})
+    with pytest.raises(LaunchError, match="at least 1"):
+        plan("cpu", 0)
+
+
+def test_describe_shows_the_command_and_every_environment_change():
+    p = plan("cuda", 1, env={"TORCH_CUDA_ARCH_LIST": "9.0a"}, caps=[(9, 0)])
+    text = p.describe()
+    assert "deepspeed.launcher.runner --num_gpus 1" in text
+    assert "TORCH_CUDA_ARCH_LIST=9.0" in text
+    assert "note: TORCH_CUDA_ARCH_LIST='9.0a' cannot be parsed" in text
+
+
+# ---------------------------------------------------------------------------------------------- TORCH_CUDA_ARCH_LIST
+
+
+@pytest.mark.parametrize("value, caps, expected", [
+    ("9.0a", [(9, 0)], "9.0"),                          # the GPU hosts' value: derived from the visible H100
+    ("8.0;9.0a+PTX", [(8, 0), (9, 0)], "8.0;9.0"),      # from the visible GPUs, whatever the list said
+    ("8.0;9.0a+PTX", None, "8.0;9.0+PTX"),              # GPUs unknown: the suffix goes, +PTX stays
+    ("9.0a 10.0f", None, "9.0;10.0"),                   # space-separated, Blackwell family suffix
+    ("Hopper", None, ""),                               # nothing parseable left: unset, DeepSpeed probes itself
+])
+def test_an_arch_list_deepspeed_cannot_parse_is_replaced(value, caps, expected):
+    assert not deepspeed_parses(value)
+    cleaned, note = clean_arch_list(value, caps)
+    assert cleaned == expected and deepspeed_parses(cleaned)
+    assert note.startswith(f"TORCH_CUDA_ARCH_LIST={value!r} cannot be parsed by DeepSpeed's op builder")
+
+
+@pytest.mark.parametrize("value", ["9.0", "8.0;8.6;9.0+PTX", "7.5 8.0"])
+def test_a_parseable_arch_list_is_kept(value):
+    assert clean_arch_list(value, [(9, 0)]) == (value, None)
+    assert clean_arch_list(None, [(9, 0)]) == (None, None)
+
+
+def test_the_child_env_gets_the_clean_arch_list_on_gpu_and_is_left_alone_on_cpu():
+    gpu = plan("cuda", 2, env={"TORCH_CUDA_ARCH_LIST": "8.0;9.0a+PTX"}, caps=[(8, 0), (9, 0)])
+    assert gpu.env["TORCH_CUDA_ARCH_LIST"] == "8.0;9.0"
+    assert gpu.env_changes["TORCH_CUDA_ARCH_LIST"] == "8.0;9.0"
+    assert any("from the visible GPUs" in n for n in gpu.notes)
+    unset = plan("cuda", 1, env={"TORCH_CUDA_ARCH_LIST": "Hopper"})
+    assert "TORCH_CUDA_ARCH_LIST" not in unset.env and unset.env_changes["TORCH_CUDA_ARCH_LIST"] is None
+    cpu = plan("cpu", 1, env={"TORCH_CUDA_ARCH_LIST": "9.0a"})
+    assert cpu.env["TORCH_CUDA_ARCH_LIST"] == "9.0a" and "TORCH_CUDA_ARCH_LIST" not in cpu.env_changes
+
+
+# ---------------------------------------------------------------------------------------------- run_plan
+
+
+def test_a_timeout_kills_the_whole_process_group(tmp_path):
+    child_pid = tmp_path / "child.pid"
+    script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+              f"time.sleep(60)']); open({str(child_pid)!r}, 'w').write(str(p.pid)); print('started', flush=True); "
+              f"time.sleep(60)")
+    p = LaunchPlan(argv=[sys.executable, "-c", script], env=dict(os.environ), cwd=str(tmp_path))
+    start = time.monotonic()
+    done = run_plan(p, timeout_s=3, log_path=tmp_path / "log")
+    assert done.timed_out and done.returncode is None
+    assert time.monotonic() - start < 20
+    assert "started" in (tmp_path / "log").read_text() and "started" in done.tail
+    pid = int(child_pid.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):  # the grandchild died with its group
+        os.kill(pid, 0)
+
+
+def test_run_plan_returns_the_exit_status_and_output(tmp_path):
+    p = LaunchPlan(argv=[sys.executable, "-c", "print('hello'); raise SystemExit(3)"], env=dict(os.environ),
+                   cwd=str(tmp_path))
+    done = run_plan(p, timeout_s=30)
+    assert (done.returncode, done.timed_out) == (3, False) and done.tail.strip() == "hello"
+
+
+# ---------------------------------------------------------------------------------------------- dsx run --dry-run
+
+
+def test_dry_run_prints_argv_env_and_config_and_runs_nothing(tmp_path):
+    results = tmp_path / "out" / "runs.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "TORCH_CUDA_ARCH_LIST")}
+    out = subprocess.run([sys.executable, "-m", "dsx", "run", "--model", "gpt2-tiny", "--gpus", "2", "--zero", "3",
+                          "--micro-batch", "2", "--results", str(results), "--dry-run"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "-m deepspeed.launcher.runner --num_gpus 2 --num_nodes 1 --master_addr 127.0.0.1 --master_port" in text
+    assert f"--no_local_rank {RANK_SCRIPT} --plan-json" in text
+    assert "  DS_ACCELERATOR=cpu" in text and "  OMP_NUM_THREADS=" in text
+    config_line = next(line for line in text.splitlines() if line.startswith("DeepSpeed config: "))
+    config = json.loads(Path(config_line.split(": ", 1)[1]).read_text())
+    assert config["zero_optimization"]["stage"] == 3
+    assert (config["train_micro_batch_size_per_gpu"], config["train_batch_size"]) == (2, 4)  # world size 2
+    assert not results.exists()  # nothing ran, no row
+    run_dir = Path(config_line.split(": ", 1)[1]).parent
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ds_config.json", "plan.json"]
+    plan_data = json.loads((run_dir / "plan.json").read_text())
+    assert (plan_data["model"], plan_data["micro_batch"], plan_data["device"]) == ("gpt2-tiny", 2, "cpu")
+
+
+def test_run_and_doctor_help_do_not_import_torch_or_deepspeed():
+    probe = ("import sys\nfrom dsx.cli import cli\nfor args in (['run', '--help'], ['doctor', '--help']):\n"
+             "    try:\n        cli.main(args=args, prog_name='dsx', standalone_mode=True)\n"
+             "    except SystemExit:\n        pass\n"
+             "print('HEAVY:' + ','.join(sorted(m for m in ('torch', 'deepspeed', 'transformers') if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY:", out.stderr
+    assert "--inject-failure" not in out.stdout  # a test hook, hidden from users

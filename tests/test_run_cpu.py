@@ -1,0 +1,270 @@
+"""`dsx run` for real on CPU ranks through DeepSpeed's launcher (gloo), and its refusals and failures.
+
+Each launched run costs ~20-40 s on 2 cores (runner + launch.py + rank imports, deepspeed.initialize, teardown),
+so every run checks everything about its row at once. Runs go through the CLI (`python -m dsx run`) in a
+subprocess, like a user's. All rows of this module go into ONE results file, so the failure tests also check that
+the rows before them are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from dsx.results import SCHEMA_VERSION, config_hash, parse_row, read_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS, WARMUP = 3, 1
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runs") / "runs.jsonl"
+
+
+def dsx_run(results: Path, *args: str, timeout: float = 400) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run `dsx run ARGS --results RESULTS`; (the process, the rows it appended)."""
+    before = len(read_rows(results))
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DSX_DEBUG")}
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
+    out = subprocess.run([sys.executable, "-m", "dsx", "run", *args, "--results", str(results)],
+                         cwd=results.parent, env=env, capture_output=True, text=True, timeout=timeout)
+    return out, read_rows(results)[before:]
+
+
+def assert_no_traceback(out: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------------------------------------ successful runs
+
+# (model, ranks, extra flags): ZeRO 0-3 at 1 and 2 ranks, CPU offload at ZeRO-2 and -3, a BERT, grad accumulation.
+RUNS = [
+    pytest.param("gpt2-tiny", 1, ["--zero", "0", "--flop-check"], id="gpt2-1rank-zero0-flopcheck"),
+    pytest.param("gpt2-tiny", 2, ["--zero", "1"], id="gpt2-2ranks-zero1"),
+    pytest.param("gpt2-tiny", 2, ["--zero", "2", "--grad-accum", "2"], id="gpt2-2ranks-zero2-accum2"),
+    pytest.param("gpt2-tiny", 2, ["--zero", "3", "--micro-batch", "2"], id="gpt2-2ranks-zero3"),
+    pytest.param("gpt2-tiny", 1, ["--zero", "2", "--offload", "cpu"], id="gpt2-1rank-zero2-offload"),
+    pytest.param("gpt2-tiny", 2, ["--zero", "3", "--offload", "cpu", "--offload-params", "cpu"],
+                 id="gpt2-2ranks-zero3-offload"),
+    pytest.param("bert-tiny", 1, ["--zero", "2", "--micro-batch", "2", "--act-ckpt"], id="bert-1rank-zero2-actckpt"),
+]
+
+
+@pytest.mark.deepspeed
+@pytest.mark.parametrize("model, ranks, flags", RUNS)
+def test_a_cpu_run_appends_one_complete_plausible_row(results, model, ranks, flags):
+    args = ["--model", model, "--gpus", str(ranks), "--steps", str(STEPS), "--warmup", str(WARMUP), *flags]
+    out, rows = dsx_run(results, *args)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert_no_traceback(out)
+    assert len(rows) == 1
+    row = parse_row(rows[0])  # validates every field's type
+    assert out.stdout.startswith(f"OK  {model}") and row.run_id in out.stdout
+
+    # identity and provenance
+    assert row.schema_version == SCHEMA_VERSION and len(row.run_id) == 32
+    assert datetime.fromisoformat(row.time).utcoffset().total_seconds() == 0
+    assert row.status == "ok" and row.error is None
+    assert (row.device, row.gpu_name, row.gpu_count, row.world_size) == ("cpu", None, 0, ranks)
+    assert all([row.versions.torch, row.versions.deepspeed, row.versions.transformers, row.versions.dsx])
+    assert row.command == ["dsx", "run", *args, "--results", str(results)]
+
+    # the config the ranks got
+    zero = row.ds_config["zero_optimization"]
+    assert zero["stage"] == int(flags[flags.index("--zero") + 1])
+    assert (zero.get("offload_optimizer") or {}).get("device", "none") == (
+        "cpu" if "--offload" in flags else "none")
+    assert (zero.get("offload_param") or {}).get("device", "none") == (
+        "cpu" if "--offload-params" in flags else "none")
+    assert row.ds_config_hash == config_hash(row.ds_config) and row.ds_config_source == "flags"
+    run_dir = Path(row.run_dir)
+    assert json.loads((run_dir / "ds_config.json").read_text()) == row.ds_config
+    micro = int(flags[flags.index("--micro-batch") + 1]) if "--micro-batch" in flags else 1
+    accum = int(flags[flags.index("--grad-accum") + 1]) if "--grad-accum" in flags else 1
+    assert (row.micro_batch, row.grad_accum) == (micro, accum)
+    assert row.ds_config["train_batch_size"] == micro * accum * ranks
+
+    # the model
+    from dsx.models import count_params, resolve_model
+
+    resolved = resolve_model(model)
+    assert (row.model.preset, row.model.seq_len, row.model.params) == (model, resolved.seq_len,
+                                                                      count_params(resolved))
+    assert row.toggles.act_ckpt == ("--act-ckpt" in flags) and row.toggles.attn == "sdpa"
+
+    # per-rank results: every rank ran every step, and all ranks saw the same loss (same batches, same weights)
+    assert [r.rank for r in row.ranks] == list(range(ranks))
+    assert {(r.status, r.phase) for r in row.ranks} == {("ok", "done")}
+    for r in row.ranks:
+        assert len(r.step_time_s) == STEPS and all(math.isfinite(t) and t > 0 for t in r.step_time_s)
+        assert len(r.loss) == STEPS and all(math.isfinite(v) for v in r.loss)
+        assert r.loss == pytest.approx(row.ranks[0].loss, rel=1e-6)
+    assert all(abs(v - math.log(1000)) < 1.0 for v in row.ranks[0].loss)  # random init, vocab 1000: ~ln(1000)
+
+    # figures
+    f = row.figures
+    assert f.step_time_s.all == [max(r.step_time_s[i] for r in row.ranks) for i in range(STEPS)]
+    assert f.step_time_s.median == statistics.median(f.step_time_s.all)
+    assert 0 < f.step_time_s.min <= f.step_time_s.median <= f.step_time_s.max
+    tokens = micro * accum * ranks * resolved.seq_len
+    assert f.tokens_per_s == pytest.approx(tokens / f.step_time_s.median, rel=1e-9)
+    assert f.samples_per_s == pytest.approx(micro * accum * ranks / f.step_time_s.median, rel=1e-9)
+    assert f.flops_per_token > 6 * row.model.params * 0.9
+    assert f.model_tflops_per_s == pytest.approx(f.flops_per_token * f.tokens_per_s / ranks / 1e12, rel=1e-9)
+    assert (f.peak_tflops, f.mfu) == (None, None)  # CPU: no peak, no MFU - never a guess
+    if "--flop-check" in flags:
+        assert f.flop_counter_flops_per_step > 0 and f.analytic_flops_per_step > 0
+        assert f.analytic_flops_per_step == pytest.approx(f.flops_per_token * micro * accum * resolved.seq_len)
+        assert 1.0 <= f.analytic_flops_per_step / f.flop_counter_flops_per_step < 1.05
+        assert row.overhead.flop_check_s > 0
+    else:
+        assert f.flop_counter_flops_per_step is None
+
+    # memory: per rank and the max; what CPU ranks cannot measure is null with the reason
+    m = row.memory
+    assert [x.rank for x in m.per_rank] == list(range(ranks))
+    for x in m.per_rank:
+        assert x.host_rss_peak > 50 * 2**20
+        assert m.max.host_rss_peak >= x.host_rss_peak
+        assert (x.peak_allocated, x.peak_reserved, x.nvml_used, x.pinned_host) == (None, None, None, None)
+        assert set(x.unavailable) == {"peak_allocated", "peak_reserved", "nvml_used", "pinned_host"}
+    assert m.max.host_rss_peak == max(x.host_rss_peak for x in m.per_rank)
+    assert "VmHWM" in m.methods["host_rss_peak"]
+
+    # wall time around the run
+    o = row.overhead
+    for name in ("dsx_startup_s", "prepare_s", "launch_to_rank_start_s", "rank_import_s", "dist_init_s",
+                 "model_build_s", "ds_initialize_s", "warmup_s", "timed_s", "teardown_s", "total_s", "added_s"):
+        assert getattr(o, name) is not None and getattr(o, name) >= 0, name
+    assert o.timed_s == pytest.approx(max(sum(r.step_time_s) for r in row.ranks))
+    assert o.total_s == pytest.approx(o.added_s + o.warmup_s + o.timed_s)
+    assert o.total_s > o.prepare_s + o.launch_to_rank_start_s + o.rank_import_s + o.ds_initialize_s
+
+    # the run folder keeps what the ranks wrote
+    assert sorted(p.name for p in run_dir.glob("rank-*.json")) == [f"rank-{r}.json" for r in range(ranks)]
+    assert "deepspeed.launcher.launch" in (run_dir / "launcher.log").read_text()
+    if zero["stage"] == 3:
+        assert any("deepspeed.zero.Init" in n for n in row.notes)
+
+
+# ------------------------------------------------------------------------------------------------ failures
+
+
+def _earlier_rows(results: Path) -> bytes:
+    """The file's bytes before a failing run; adds a row first when this test runs alone."""
+    if not read_rows(results):
+        from tests.test_results import make_row  # a synthetic earlier row
+
+        from dsx.results import append_row
+
+        append_row(results, make_row())
+    return results.read_bytes()
+
+
+@pytest.mark.deepspeed
+def test_a_config_deepspeed_rejects_at_initialize_is_an_error_row(results):
+    before = _earlier_rows(results)
+    # lint-clean, but this CPU has no fp16 support: deepspeed.initialize raises
+    out, rows = dsx_run(results, "--model", "gpt2-tiny", "--zero", "1", "--precision", "fp16", "--steps", "2",
+                        "--warmup", "0")
+    assert out.returncode == 1
+    assert_no_traceback(out)
+    assert results.read_bytes().startswith(before)
+    row = parse_row(rows[-1]) if len(rows) == 1 else pytest.fail(f"expected one row, got {len(rows)}")
+    assert row.status == "error" and row.error.startswith("rank 0: ValueError: ") and "fp16" in row.error
+    assert out.stderr.strip().splitlines()[-1] == f"dsx run: error: {row.error}"
+    assert row.ranks[0].phase == "model_built" and row.figures.step_time_s is None
+    assert row.memory.per_rank[0].host_rss_peak > 0  # measured at the failure too
+    traceback = json.loads((Path(row.run_dir) / "rank-0.json").read_text())["traceback"]
+    assert traceback.startswith("Traceback") and "deepspeed.initialize" in traceback
+
+
+@pytest.mark.deepspeed
+def test_a_rank_failing_mid_run_is_named_as_the_cause(results):
+    before = _earlier_rows(results)
+    out, rows = dsx_run(results, "--model", "gpt2-tiny", "--gpus", "2", "--zero", "2", "--steps", "3",
+                        "--warmup", "1", "--inject-failure", "error:1@1")
+    assert out.returncode == 1
+    assert_no_traceback(out)
+    assert results.read_bytes().startswith(before) and len(rows) == 1
+    row = parse_row(rows[0])
+    assert row.status == "error"
+    assert row.error.startswith("rank 1: InjectedFailure: injected failure at timed step 1 on rank 1")
+    assert row.ranks[1].status == "error" and row.ranks[1].phase == "warmup_done"
+    assert len(row.ranks[1].step_time_s) == 1  # step 0 ran before the failure
+    assert row.ranks[0].status in ("error", "running")  # lost its peer, or was stopped by the launcher
+
+
+@pytest.mark.deepspeed
+def test_a_rank_that_dies_without_a_result_and_a_hang_are_reported(results):
+    before = _earlier_rows(results)
+    out, rows = dsx_run(results, "--model", "gpt2-tiny", "--gpus", "2", "--zero", "0", "--steps", "2",
+                        "--warmup", "0", "--inject-failure", "exit@1")
+    assert out.returncode == 1
+    assert_no_traceback(out)
+    row = parse_row(rows[0])
+    assert row.status == "error"
+    assert "rank 1 stopped during 'initialized' without a result" in row.error
+    assert row.ranks[1].status == "running" and row.ranks[1].phase == "initialized"
+
+    out, rows = dsx_run(results, "--model", "gpt2-tiny", "--steps", "2", "--warmup", "0", "--inject-failure",
+                        "hang", "--timeout", "15")
+    assert out.returncode == 1
+    assert_no_traceback(out)
+    assert results.read_bytes().startswith(before)
+    row = parse_row(rows[0])
+    assert row.status == "timeout" and row.error.startswith("timed out after 15 s and was killed (rank 0: ")
+    pid = json.loads((Path(row.run_dir) / "rank-0.json").read_text())["pid"]
+    with pytest.raises(ProcessLookupError):  # the hung rank was killed with its process group
+        os.kill(pid, 0)
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+
+
+def refused(tmp_path, **changes) -> str:
+    from dsx.run import RunRefused, RunRequest, prepare
+
+    request = RunRequest(**{"model": "gpt2-tiny", "results": str(tmp_path / "runs.jsonl"), **changes})
+    with pytest.raises(RunRefused) as info:
+        prepare(request)
+    assert not (tmp_path / "runs.jsonl").exists()
+    return str(info.value)
+
+
+def test_a_config_file_with_auto_is_refused(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
+                                "optimizer": {"type": "AdamW", "params": {"lr": "auto"}}}))
+    message = refused(tmp_path, config_path=str(path))
+    assert message.startswith(f'{path}: "auto" at train_micro_batch_size_per_gpu, optimizer.params.lr: only the '
+                              "transformers Trainer / accelerate fill")
+
+
+def test_a_config_file_with_lint_errors_for_the_real_world_size_is_refused(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 1,
+                                "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+                                "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}))
+    message = refused(tmp_path, config_path=str(path), gpus=2)
+    assert message.startswith("the DeepSpeed config has errors for DeepSpeed")
+    assert "at world size 2" in message and "[batch-arithmetic]" in message
+
+
+def test_config_flags_with_a_config_file_an_unknown_model_and_a_bad_injection_are_refused(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text("{}")
+    assert "--config takes the DeepSpeed config as it is: drop --zero" in refused(
+        tmp_path, config_path=str(path), config_flags={"zero": 3})
+    assert "unknown model 'gpt3-tiny'" in refused(tmp_path, model="gpt3-tiny")
+    assert "--attn flash is unavailable here" in refused(tmp_path, attn="flash")
+    assert "unknown injected failure" in refused(tmp_path, inject_failure="explode")
