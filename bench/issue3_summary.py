@@ -1,0 +1,105 @@
+"""Tables for bench/results/issue3/README.md, computed from the committed rows (no hand-copied figures).
+
+    python bench/issue3_summary.py bench/results/issue3/h100
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from dsx.models import resolve_model  # the same preset the rows name: model dimensions for the seed table
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def setup(row: dict) -> str:
+    zero = row["ds_config"].get("zero_optimization", {})
+    parts = [f"ZeRO-{zero.get('stage', 0)}"]
+    offload = [k.split("_")[1] for k in ("offload_optimizer", "offload_param")
+               if zero.get(k, {}).get("device", "none") != "none"]
+    if offload:
+        parts.append("CPU offload of " + " + ".join(offload))
+    if row["toggles"].get("act_ckpt"):
+        parts.append("act. ckpt")
+    if row["toggles"].get("compile"):
+        parts.append("engine.compile()")
+    params = row["ds_config"].get("optimizer", {}).get("params", {})
+    if offload and "optimizer" in offload:
+        parts.append("DeepSpeedCPUAdam")
+    else:
+        parts.append("torch fused AdamW" if params.get("torch_adam") else "FusedAdam")
+    return ", ".join(parts)
+
+
+def main() -> None:
+    folder = Path(sys.argv[1])
+    runs = rows(folder / "runs.jsonl")
+    baseline = rows(folder / "baseline.jsonl")[0]
+    first = runs[0]
+    out = [f"Versions: torch {first['versions']['torch']}, DeepSpeed {first['versions']['deepspeed']}, "
+           f"transformers {first['versions']['transformers']}, dsx {first['versions']['dsx']}; GPU "
+           f"{first['gpu_name']} (bf16 dense peak {first['figures']['peak_tflops']} TFLOP/s).", ""]
+
+    gpt2 = [r for r in runs if r["model"]["preset"] == "gpt2"]
+    out += ["### GPT-2 124M, seq 1024, vocab 50304: dsx run vs plain PyTorch (same command, same GPU)", "",
+            "| setup | micro-batch | median step ms | tokens/s | model TFLOP/s | MFU | peak alloc GiB | vs baseline |",
+            "|---|---|---|---|---|---|---|---|",
+            f"| {baseline['setup']} | {baseline['micro_batch']} | {baseline['step_time_s']['median'] * 1e3:.1f} | "
+            f"{baseline['tokens_per_s']:,.0f} | {baseline['model_tflops_per_s']:.0f} | {baseline['mfu']:.1%} | "
+            f"{baseline['peak_allocated_bytes'] / GIB:.1f} | 1.00 |"]
+    for r in gpt2:
+        f = r["figures"]
+        out.append(f"| dsx run: {setup(r)} | {r['micro_batch']} | {f['step_time_s']['median'] * 1e3:.1f} | "
+                   f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} | "
+                   f"{r['memory']['max']['peak_allocated'] / GIB:.1f} | "
+                   f"{f['tokens_per_s'] / baseline['tokens_per_s']:.2f} |")
+        if f.get("flop_counter_flops_per_step"):
+            out += ["", f"FLOP cross-check ({r['model']['preset']}): {f['flop_check_note']}"]
+
+    xl = [r for r in runs if r["model"]["preset"] == "gpt2-xl"]
+    out += ["", "### GPT-2 1.56B (gpt2-xl shape), seq 1024, 1 GPU", "",
+            "| setup | micro-batch | median step ms | tokens/s | model TFLOP/s | MFU | peak alloc GiB | NVML GiB | "
+            "host RSS GiB | pinned host GiB | deepspeed.initialize s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(xl, key=lambda r: -r["figures"]["mfu"]):
+        f, m = r["figures"], r["memory"]["max"]
+        pinned = m["pinned_host"] / GIB if m["pinned_host"] and m["pinned_host"] > MIB else 0.0
+        out.append(f"| {setup(r)} | {r['micro_batch']} | {f['step_time_s']['median'] * 1e3:.0f} | "
+                   f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} | "
+                   f"{m['peak_allocated'] / GIB:.1f} | {m['nvml_used'] / GIB:.1f} | {m['host_rss_peak'] / GIB:.1f} | "
+                   f"{pinned:.1f} | {r['overhead']['ds_initialize_s']:.1f} |")
+
+    enc = [r for r in runs if r["model"]["family"] in ("bert", "albert")]
+    out += ["", "### BERT-base and ALBERT-base, seq 512, bf16, ZeRO-1, 1 GPU (the seeds' columns)", "",
+            "| GPU | model | mixed | vocab | width | layers | hidden | forward | batch_size | memory MiB | batch/s | "
+            "mem/ex MiB | ex/s | tokens/s | TFLOP/s | MFU |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in enc:
+        f, m = r["figures"], r["memory"]["max"]
+        dims = resolve_model(r["model"]["preset"], r["model"]["overrides"], r["model"]["seq_len"],
+                             r["model"]["vocab_pad"])
+        ffn = getattr(dims.hf_config, "intermediate_size", "")
+        memory = m["nvml_used"] / MIB
+        out.append(f"| H100 | {r['model']['preset']} | bf16 | {dims.vocab_size:,} | {dims.seq_len} | {dims.num_layers} | "
+                   f"{dims.hidden_size} | {ffn} | {r['micro_batch']} | {memory:,.0f} | "
+                   f"{1 / f['step_time_s']['median']:.2f} | {memory / r['micro_batch']:.1f} | {f['samples_per_s']:.1f} | "
+                   f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} |")
+
+    out += ["", "### Wall time dsx adds around each run (from the rows' `overhead`)", "",
+            "| run | total s | timed steps s | warm-up s | launch->rank s | rank imports s | model build s | "
+            "deepspeed.initialize s | teardown s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        o = r["overhead"]
+        out.append(f"| {r['model']['preset']} {setup(r)} mb {r['micro_batch']} | {o['total_s']:.1f} | {o['timed_s']:.1f} | "
+                   f"{o['warmup_s']:.1f} | {o['launch_to_rank_start_s']:.1f} | {o['rank_import_s']:.1f} | "
+                   f"{o['model_build_s']:.1f} | {o['ds_initialize_s']:.1f} | {o['teardown_s']:.1f} |")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
