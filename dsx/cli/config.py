@@ -9,12 +9,11 @@ from pathlib import Path
 
 import click
 
-from dsx.cli.options import resolve_target_or_fail, target_option
+from dsx.cli.options import ds_config_options, resolve_target_or_fail, target_option
 from dsx.generate import SCHEDULERS, ConfigRequest, ConfigRequestError, generate, parse_set
 from dsx.presets import PRESETS
 from dsx.versions import NEWEST_KNOWN
 
-CHOICE_DEVICES = click.Choice(["none", "cpu", "nvme"])
 
 
 def dump(config: dict) -> str:
@@ -39,17 +38,9 @@ def request_from(preset: str | None, flags: dict) -> tuple[ConfigRequest, str | 
 @click.command("config")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), help="Start from a named preset (see --list).")
 @click.option("--list", "list_presets", is_flag=True, help="List the presets and exit.")
-@click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage 0-3 (default 2).")
-@click.option("--offload", type=CHOICE_DEVICES, help="Where the optimizer states and step live (default none).")
-@click.option("--offload-params", type=CHOICE_DEVICES, help="Where ZeRO-3 keeps parameters (default none).")
-@click.option("--nvme-path", help="Directory on a local NVMe drive for NVMe offload.")
-@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]), help="Training precision (default bf16).")
-@click.option("--micro-batch", type=click.IntRange(min=1), help="Samples per GPU per forward/backward.")
-@click.option("--grad-accum", type=click.IntRange(min=1), help="Gradient accumulation steps.")
+@ds_config_options
 @click.option("--world-size", type=click.IntRange(min=1), help="Number of GPUs (ranks) the batch is solved for.")
 @click.option("--train-batch", type=click.IntRange(min=1), help="Global batch per optimizer step.")
-@click.option("--optimizer", help="Optimizer type: AdamW (default), Adam, Lamb, Lion, Adagrad, Muon, ...")
-@click.option("--lr", type=float, help="Learning rate (default 1e-4).")
 @click.option("--weight-decay", type=float, help="Weight decay (default 0).")
 @click.option("--scheduler", type=click.Choice(SCHEDULERS), help="Learning-rate schedule (default none).")
 @click.option("--warmup-steps", type=click.IntRange(min=1), help="Warm-up steps for the schedule (default 100).")

@@ -7,9 +7,10 @@ import time
 
 import click
 
+from dsx.cli.options import ds_config_options
+
 ENTERED = time.time()
 
-CHOICE_DEVICES = click.Choice(["none", "cpu", "nvme"])
 
 
 @click.command("run")
@@ -21,15 +22,7 @@ CHOICE_DEVICES = click.Choice(["none", "cpu", "nvme"])
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Use this DeepSpeed JSON as is (no \"auto\"); excludes the config flags below.")
 @click.option("--preset", "ds_preset", help="dsx config preset to start from (dsx config --list).")
-@click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage 0-3 (default 2).")
-@click.option("--offload", type=CHOICE_DEVICES, help="Optimizer offload (default none).")
-@click.option("--offload-params", type=CHOICE_DEVICES, help="ZeRO-3 parameter offload (default none).")
-@click.option("--nvme-path", help="Directory on a local NVMe drive for NVMe offload.")
-@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]), help="Training precision (default bf16).")
-@click.option("--micro-batch", type=click.IntRange(min=1), help="Samples per rank per micro-step (default 1).")
-@click.option("--grad-accum", type=click.IntRange(min=1), help="Micro-batches per optimizer step (default 1).")
-@click.option("--optimizer", help="Optimizer type (default AdamW: DeepSpeed's FusedAdam, JIT-built once).")
-@click.option("--lr", type=float, help="Learning rate (default 1e-4).")
+@ds_config_options
 @click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE",
               help="Set a DeepSpeed config key, e.g. --ds-set optimizer.params.torch_adam=true (VALUE is JSON).")
 @click.option("--gpus", type=click.IntRange(min=1),

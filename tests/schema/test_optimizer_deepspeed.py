@@ -10,8 +10,6 @@ the CPU fused_adam) are JIT-built once into TORCH_EXTENSIONS_DIR (tests/conftest
 
 from __future__ import annotations
 
-import logging
-import socket
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +17,7 @@ from pydantic import TypeAdapter
 
 from dsx.schema.optimizer import BACKEND_PARAMS, ZERO_SUPPORTED_OPTIMIZERS, OptimizerConfig, optimizer_kind
 
-pytestmark = pytest.mark.deepspeed
+pytestmark = [pytest.mark.deepspeed, pytest.mark.usefixtures("single_process_group")]
 
 torch = pytest.importorskip("torch")
 deepspeed = pytest.importorskip("deepspeed")
@@ -27,29 +25,6 @@ deepspeed = pytest.importorskip("deepspeed")
 OFFLOAD = {"stage": 1, "offload_optimizer": {"device": "cpu"}}
 CUDA_ONLY = ("{} is a CUDA kernel: DeepSpeed's CPU accelerator has no op for it "
              "('This op had not been implemented on CPU backend')")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def single_process_group():
-    """A one-rank gloo process group, as the `deepspeed` launcher would set up for one CPU process."""
-    import torch.distributed as dist
-
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0",
-                           "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():
-            env.setenv(key, value)
-        if not dist.is_initialized():
-            deepspeed.init_distributed(dist_backend="gloo")
-        logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
-        yield
-    # The group stays up for the session: DeepSpeed caches its groups, so a destroyed and re-created default group
-    # breaks later engines ("Group ... is not registered").
 
 
 class TinyAttention(torch.nn.Module):
