@@ -9,10 +9,14 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
@@ -39,3 +43,27 @@ def _ensure_legacy_deepspeed() -> Path:
 def pytest_configure(config):
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(CACHE / "torch_extensions"))
     os.environ["DSX_DEEPSPEED_0189"] = str(_ensure_legacy_deepspeed())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def single_process_group():
+    """A one-rank gloo process group, as the `deepspeed` launcher would set up for one CPU process."""
+    import deepspeed
+    import torch.distributed as dist
+
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0",
+                           "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():
+            env.setenv(key, value)
+        if not dist.is_initialized():
+            deepspeed.init_distributed(dist_backend="gloo")
+        logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
+        yield
+    # The group stays up for the session: DeepSpeed caches its groups, so a destroyed and re-created default group
+    # breaks later engines ("Group ... is not registered").
