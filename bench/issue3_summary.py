@@ -40,7 +40,8 @@ def setup(row: dict) -> str:
 
 def main() -> None:
     folder = Path(sys.argv[1])
-    runs = rows(folder / "runs.jsonl")
+    every = rows(folder / "runs.jsonl")
+    runs = [r for r in every if r["status"] == "ok"]
     baseline = rows(folder / "baseline.jsonl")[0]
     first = runs[0]
     out = [f"Versions: torch {first['versions']['torch']}, DeepSpeed {first['versions']['deepspeed']}, "
@@ -89,6 +90,12 @@ def main() -> None:
                    f"{dims.hidden_size} | {ffn} | {r['micro_batch']} | {memory:,.0f} | "
                    f"{1 / f['step_time_s']['median']:.2f} | {memory / r['micro_batch']:.1f} | {f['samples_per_s']:.1f} | "
                    f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} |")
+
+    failed = [r for r in every if r["status"] != "ok"]
+    if failed:
+        out += ["", "Runs that did not fit (rows with status `oom`, kept in runs.jsonl): " + "; ".join(
+            f"{r['model']['preset']} micro-batch {r['micro_batch']}: {r['status']} "
+            f"(peak allocated {r['memory']['max']['peak_allocated'] / GIB:.1f} GiB before it)" for r in failed) + "."]
 
     out += ["", "### Wall time dsx adds around each run (from the rows' `overhead`)", "",
             "| run | total s | timed steps s | warm-up s | launch->rank s | rank imports s | model build s | "
