@@ -349,3 +349,10 @@ def test_compute_grad_norm_off_needs_no_clipping_and_no_offload():
 
 def test_compute_grad_norm_off_with_zero_clipping_is_fine():
     assert run(config(zero_optimization={"stage": 2, "compute_grad_norm": False}, gradient_clipping=0.0)) == []
+
+
+def test_compile_pass_new_in_0_19_is_refused_for_0_18():
+    cfg = config(compile={"deepcompile": True, "passes": ["autotp"]})
+    f = one(cfg, target=OLD)
+    assert (f.path, f.code) == ("compile.passes", "not-in-target")
+    assert not [x for x in run(cfg) if x.code == "not-in-target"]

@@ -139,6 +139,17 @@ def check_versions(data: dict, ctx: LintContext) -> list[Finding]:
                 "remove it, or target a newer DeepSpeed with --target-deepspeed",
             ))
             del parent[key]
+    passes = data.get("compile", {}).get("passes") if isinstance(data.get("compile"), dict) else None
+    if isinstance(passes, list):
+        from dsx.schema.compile import PASS_ADDED_IN
+
+        for name in passes:
+            if isinstance(name, str) and name in PASS_ADDED_IN and ctx.target < Version(PASS_ADDED_IN[name]):
+                findings.append(Finding(
+                    "compile.passes", "error", "not-in-target",
+                    f"compile pass '{name}' is new in DeepSpeed {PASS_ADDED_IN[name]}; DeepSpeed {ctx.target} rejects it",
+                    "remove it, or target a newer DeepSpeed with --target-deepspeed",
+                ))
     optimizer = data.get("optimizer")
     if isinstance(optimizer, dict) and isinstance(optimizer.get("type"), str) and not ctx.target.is_legacy:
         kind = optimizer_kind(optimizer["type"])
