@@ -84,10 +84,16 @@ def main() -> None:
         "| command | median s | min s | max s | x faster than import deepspeed | <= 0.3 s |",
         "|---|---|---|---|---|---|",
     ]
+    lines_note = [
+        "",
+        "Target (issue 2): each light command <= 0.3 s, which was >= 10x the 2.97 s `import deepspeed` measured on "
+        f"this kind of machine when the issue was filed; in this run `import deepspeed` took {base_median:.2f} s, so "
+        "the ratio column is measured against that, in the same run.",
+    ]
     for r in rows:
         lines.append(f"| `{r['command']}` | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_s']:.3f} | "
                      f"{r['speedup_vs_import_deepspeed']} | {'yes' if r['meets_target_0.3s'] else 'NO'} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    out.with_suffix(".md").write_text("\n".join(lines + lines_note) + "\n")
     print("\n".join(lines))
 
 
