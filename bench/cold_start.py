@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -23,11 +24,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Python's default: bytecode is cached in __pycache__. Some sandboxes set PYTHONDONTWRITEBYTECODE=1, which
+# recompiles dsx's own modules from source on every start (deepspeed's .pyc were written by pip at install).
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def time_command(argv: list[str], runs: int) -> list[float]:
+    subprocess.run(argv, cwd=ROOT, env=CHILD_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # warm-up
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(argv, cwd=ROOT, env=CHILD_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
         if done.returncode not in (0, 1):
             raise SystemExit(f"{' '.join(argv)} exited {done.returncode}")
@@ -89,6 +96,10 @@ def main() -> None:
         "Target (issue 2): each light command <= 0.3 s, which was >= 10x the 2.97 s `import deepspeed` measured on "
         f"this kind of machine when the issue was filed; in this run `import deepspeed` took {base_median:.2f} s, so "
         "the ratio column is measured against that, in the same run.",
+        "",
+        "Each command runs once untimed first, and all run with Python's default bytecode caching "
+        "(PYTHONDONTWRITEBYTECODE removed from the environment, as on a normal install), so neither dsx nor "
+        "deepspeed pays for compiling its sources.",
     ]
     for r in rows:
         lines.append(f"| `{r['command']}` | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_s']:.3f} | "
