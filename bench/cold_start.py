@@ -80,7 +80,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
-        f"# Cold start: dsx light commands vs `import deepspeed`",
+        "# Cold start: dsx light commands vs `import deepspeed`",
         "",
         f"`{result['command']}` on {result['host']} ({result['cpus']} CPUs, 1-min load average "
         f"{result['load_average_1min_at_start']} at start, Python {result['python']}), "

@@ -2,7 +2,6 @@
 
 import itertools
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -33,7 +32,7 @@ def preset_config(name):
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_ds_configs_match_the_generator(name):
     on_disk = json.loads((ROOT / "ds_configs" / f"{name}.json").read_text())
-    assert on_disk == preset_config(name), f"regenerate with: dsx config --write-presets ds_configs"
+    assert on_disk == preset_config(name), "regenerate with: dsx config --write-presets ds_configs"
 
 
 def test_ds_configs_holds_exactly_the_presets():

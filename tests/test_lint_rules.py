@@ -1,6 +1,5 @@
 """One behaviour of `dsx validate` per test: a small config in, the exact finding out."""
 
-import pytest
 
 from dsx.lint.engine import lint
 from dsx.versions import Version

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from dsx.lint import autos
 from dsx.lint.findings import Finding, join
-from dsx.lint.paths import accepts, field_for, gate, keys_of, models_in, resolve
+from dsx.lint.paths import accepts, gate, keys_of, models_in, resolve
 from dsx.schema.config import SECTIONS, TopLevelConfig, section_adapter, top_level_keys
 from dsx.versions import Version
 
@@ -50,7 +50,9 @@ class LintContext:
 
 
 def regime(parts: list[str]) -> str:
-    """How DeepSpeed treats an unknown key at this key path: 'rejects', 'ignores' or 'keeps'."""
+    """How DeepSpeed treats an unknown key at this key path: 'rejects' (pydantic section), 'ignores' (dict.get
+    reader), 'keeps' (pipeline: kept, never read) or 'constructor' (optimizer/scheduler params: passed as keyword
+    arguments, so deepspeed.initialize fails)."""
     if len(parts) < 2:
         return "ignores"  # the top level is read with dict.get
     if len(parts) == 3 and parts[0] in ("optimizer", "scheduler") and parts[1] == "params":

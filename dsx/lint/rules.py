@@ -389,7 +389,7 @@ def pipeline_rules(data: dict, ctx: LintContext) -> Iterator[Finding]:
         if key in pipeline:
             yield Finding(f"pipeline.{key}", "warning", "dead-key",
                           f"pipeline.{key} is never read: deepspeed.pipe.PipelineModule's arguments decide it",
-                          f"pass it to PipelineModule(...) and remove it here")
+                          "pass it to PipelineModule(...) and remove it here")
     if data.get("managed_gradient_accumulation") is False:
         yield Finding("managed_gradient_accumulation", "error", "pipeline-unmanaged-accumulation",
                       "pipeline parallelism needs managed_gradient_accumulation (deepspeed.initialize asserts)",
