@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -207,28 +207,19 @@ def _scheduler_params(request: ConfigRequest) -> dict[str, Any]:
     return {"lr_range_test_min_lr": request.lr / 100, "lr_range_test_step_size": request.warmup_steps}
 
 
-# Paths where the transformers Trainer writes its own values over "auto" (deepspeed-facts §10.1).
-HF_AUTO_PATHS = (
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
-    "optimizer.params.lr", "optimizer.params.betas", "optimizer.params.eps", "optimizer.params.weight_decay",
-    "scheduler.params.warmup_min_lr", "scheduler.params.warmup_max_lr", "scheduler.params.warmup_num_steps",
-    "scheduler.params.total_num_steps", "fp16.enabled", "bf16.enabled", "zero_optimization.reduce_bucket_size",
-)
-HF_AUTO_STAGE3_PATHS = ("zero_optimization.stage3_prefetch_bucket_size",
-                        "zero_optimization.stage3_param_persistence_threshold")
-
-
 def _apply_hf_auto(config: dict, target: Version) -> dict:
     """Write "auto" exactly where the Trainer fills values, keeping the choices it cannot make (stage, offload).
 
     One exception: for DeepSpeed 0.19 the warm-up length stays explicit, because the Trainer fills 0 when it has
     no warm-up and 0.19 rejects warmup_num_steps 0; TrainingArguments(warmup_steps=...) must then match it.
     """
+    from dsx.lint.autos import TRAINER_FILLED
+
     out = copy.deepcopy(config)
-    paths = list(HF_AUTO_PATHS)
-    if out.get("zero_optimization", {}).get("stage") == 3:
-        paths += HF_AUTO_STAGE3_PATHS
-    for path in paths:
+    stage3 = out.get("zero_optimization", {}).get("stage") == 3
+    for path in TRAINER_FILLED:
+        if path.startswith("zero_optimization.stage3_") and not stage3:
+            continue
         section, _, rest = path.partition(".")
         if not rest:
             out[section] = "auto"
@@ -315,7 +306,3 @@ def generate(request: ConfigRequest, target: Version) -> dict:
             lines = "\n".join("  " + f.render() for f in findings)
             raise ConfigRequestError(f"the --hf-auto config would not be clean:\n{lines}")
     return emitted
-
-
-def with_overrides(request: ConfigRequest, **changes) -> ConfigRequest:
-    return replace(request, **changes)

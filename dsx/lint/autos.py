@@ -41,3 +41,7 @@ ACCELERATE_ONLY = {
     "zero_optimization.offload_param.device",
     "zero_optimization.stage3_gather_16bit_weights_on_model_save",
 }
+
+# What the transformers Trainer itself writes over "auto" (`dsx config --hf-auto` puts "auto" exactly here);
+# the stage3_* ones only at ZeRO stage 3.
+TRAINER_FILLED = tuple(path for path in HF_FILLED if path not in ACCELERATE_ONLY)

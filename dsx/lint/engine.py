@@ -29,7 +29,7 @@ PYDANTIC_SECTIONS = {
 
 # Known misnomers whose right name difflib cannot guess.
 RENAMES = {
-    "max_grad_norm": "gradient_clipping (top level): DeepSpeed refuses max_grad_norm in optimizer params",
+    "max_grad_norm": "gradient_clipping, DeepSpeed's name for the gradient-norm clip",
     "thread_count": "intra_op_parallelism (the docs say thread_count, DeepSpeed reads intra_op_parallelism)",
     "check_overflow": "check_grad_overflow",
     "start_step": "start_profile_step",

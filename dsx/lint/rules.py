@@ -9,8 +9,6 @@ from typing import Iterator
 from dsx.lint.engine import LintContext
 from dsx.lint.findings import Finding
 
-Rule = "Callable[[dict, LintContext], Iterator[Finding]]"
-
 STAGE3_ONLY = {
     # canonical field name -> True when setting it at stage < 3 loses something the user clearly wanted
     "offload_param": True, "zero_hpz_partition_size": True, "zero_quantized_weights": True,

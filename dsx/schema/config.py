@@ -33,7 +33,6 @@ def _legacy_zero_bool(value: Any) -> Any:
 
 
 REMOVED = "0.19.0"
-_ISSUE = "(removed in DeepSpeed 0.19, see deepspeedai/DeepSpeed#8489)"
 
 
 
