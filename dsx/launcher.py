@@ -216,14 +216,17 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathLike | None = None,
-             echo: bool = False, tail_lines: int = 40) -> Completed:
+             echo: bool = False, tail_lines: int = 40, on_start=None) -> Completed:
     """Start the plan in a new process group, send its output (all ranks) to `log_path` (and the terminal with
-    echo), wait. On timeout or Ctrl-C the whole group is killed; Ctrl-C is re-raised after that."""
+    echo), wait. On timeout or Ctrl-C the whole group is killed; Ctrl-C is re-raised after that.
+    `on_start(pgid)` is called right after the start (the group id is the launcher's pid)."""
     log = open(log_path, "ab") if log_path else None
     tail: list[bytes] = []
     started = time.time()
     proc = subprocess.Popen(plan.argv, env=plan.env, cwd=plan.cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    if on_start is not None:
+        on_start(proc.pid)
 
     def pump() -> None:
         assert proc.stdout is not None

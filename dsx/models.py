@@ -211,6 +211,17 @@ class ResolvedModel:
         return int(self.hf_config.vocab_size)
 
     @property
+    def ffn_size(self) -> int:
+        """Feed-forward inner width (GPT-2's n_inner defaults to 4 x hidden)."""
+        inner = getattr(self.hf_config, "intermediate_size", None) or getattr(self.hf_config, "n_inner", None)
+        return int(inner) if inner else 4 * self.hidden_size
+
+    @property
+    def embedding_size(self) -> int:
+        """Token embedding width (ALBERT's factorised embedding is narrower than the hidden size)."""
+        return int(getattr(self.hf_config, "embedding_size", None) or self.hidden_size)
+
+    @property
     def max_positions(self) -> int:
         return int(getattr(self.hf_config, FAMILIES[self.family].positions_key))
 
@@ -220,7 +231,8 @@ class ResolvedModel:
             "name": self.name, "family": self.family, "task": self.task, "overrides": dict(self.overrides),
             "seq_len": self.seq_len, "vocab_pad": self.vocab_pad, "vocab_size": self.vocab_size,
             "token_vocab_size": self.token_vocab_size, "layers": self.num_layers, "hidden": self.hidden_size,
-            "heads": self.num_heads, "head_dim": self.head_dim, "max_positions": self.max_positions,
+            "heads": self.num_heads, "head_dim": self.head_dim, "ffn": self.ffn_size, "embedding": self.embedding_size,
+            "max_positions": self.max_positions,
         }
 
 

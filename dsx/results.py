@@ -49,6 +49,9 @@ class ModelInfo(_Row):
     """Parameter count of the built model (all parameters, embeddings included), counted on the meta device."""
     seq_len: int
     vocab_pad: int | None = None
+    dims: dict[str, Any] = Field(default_factory=dict)
+    """The built shape (dsx.models.ResolvedModel.describe(): vocab_size, layers, hidden, heads, ffn, embedding...),
+    so reports need not rebuild the model."""
 
 
 class Toggles(_Row):
@@ -116,6 +119,10 @@ class Memory(_Row):
     max: MemoryMax = Field(default_factory=MemoryMax)
     methods: dict[str, str] = Field(default_factory=dict)
     """How each figure was measured, by field name (from the ranks)."""
+    capacity: int | None = None
+    """What one rank may use: the GPU's total memory, or --memory-cap when set (CPU ranks: the cap, else the
+    host's total memory). Reports draw it as the capacity line."""
+    capacity_source: str | None = None
 
 
 class RankResult(_Row):
@@ -167,6 +174,23 @@ class Overhead(_Row):
     """Process start of `dsx` until the row was assembled."""
     added_s: float | None = None
     """total_s - warmup_s - timed_s: the wall time dsx and DeepSpeed add around the training steps."""
+    device_seconds: float | None = None
+    """Launch start to launcher exit, times the ranks: GPU-seconds on GPUs (CPU-rank-seconds on CPU). What a
+    sweep spends is the sum of its rows' device_seconds."""
+
+
+class SweepInfo(_Row):
+    """Where a row sits in a `dsx sweep`."""
+
+    sweep_id: str
+    """Hash of the sweep's specification (model, axes, steps, caps): re-running the same sweep gives the same id."""
+    configuration: dict[str, Any]
+    """The axis values of this trial's configuration (zero, offload, offload_params, precision, act_ckpt, gpus,
+    compile, vary...), without the micro-batch."""
+    label: str
+    """The configuration in a few words, e.g. 'z3 off=cpu bf16 ckpt' (report groups by it)."""
+    search: Literal["fixed", "grow", "bisect"]
+    """How the micro-batch was chosen: given (fixed), or a step of the --micro-batch auto search."""
 
 
 class RunRow(_Row):
@@ -200,6 +224,13 @@ class RunRow(_Row):
     error: str | None = None
     notes: list[str] = Field(default_factory=list)
     overhead: Overhead = Field(default_factory=Overhead)
+    memory_cap: int | None = None
+    """--memory-cap in bytes (CUDA: the caching allocator's limit; CPU ranks: RLIMIT_DATA), null when not set."""
+    trial_key: str | None = None
+    """sha256 of what makes two runs the same trial: the DeepSpeed config, the model (preset, overrides, seq len,
+    vocab pad), toggles, device, world size, steps, warm-up and memory cap. `dsx sweep` skips trials whose key
+    already has a row."""
+    sweep: SweepInfo | None = None
     command: list[str]
     """The dsx argv as run."""
     run_dir: str | None = None
@@ -288,4 +319,5 @@ def parse_row(data: dict) -> RunRow:
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ValueError(f"row schema_version {version!r}, this dsx reads {SCHEMA_VERSION}")
-    return RunRow.model_validate(data)
+    # Unknown fields are ignored when reading: a newer dsx adds optional fields without a version bump.
+    return RunRow.model_validate(data, extra="ignore")

@@ -29,8 +29,8 @@ from typing import Any
 
 from dsx.launcher import LaunchError, LaunchPlan, build_launch, capture, run_plan
 from dsx.results import (
-    MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, Overhead, RankMemory, RankResult, RunRow, StepTime, Toggles,
-    Versions, append_row, config_hash,
+    MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, Overhead, RankMemory, RankResult, RunRow, StepTime, SweepInfo,
+    Toggles, Versions, append_row, config_hash,
 )
 
 DEFAULT_RESULTS = "results/runs.jsonl"
@@ -73,6 +73,26 @@ class RunRequest:
     """For tests of the failure paths: KIND[:STEP][@RANK] (see launch/train_rank.py)."""
     entered_at: float | None = None
     """time.time() when the dsx command code was entered (for overhead.dsx_startup_s)."""
+    memory_cap: int | None = None
+    """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
+    sweep: dict[str, Any] | None = None
+    """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
+
+
+@dataclass
+class Trial:
+    """A request resolved without side effects: the model, device, world size, config and the trial key."""
+
+    request: RunRequest
+    resolved: Any
+    device: str
+    world_size: int
+    ds_config: dict
+    ds_config_source: str
+    micro_batch: int
+    grad_accum: int
+    notes: list[str]
+    key: str
 
 
 @dataclass
@@ -96,6 +116,7 @@ class Prepared:
     gpu_names: list[str]
     notes: list[str]
     entered_at: float
+    trial_key: str = ""
     prepared_at: float = 0.0
 
 
@@ -299,15 +320,25 @@ def precision_of(config: dict) -> str:
 # ----------------------------------------------------------------------------------------------- prepare
 
 
-def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None) -> Prepared:
-    """Everything up to the launch; writes the config and plan into the run folder. RunRefused on bad input."""
-    entered = request.entered_at or time.time()
-    env = dict(os.environ if env is None else env)
-    cwd = cwd or os.getcwd()
+def trial_key(config: dict, resolved: Any, request: RunRequest, device: str, world_size: int) -> str:
+    """What makes two runs the same trial (see RunRow.trial_key); the micro-batch is inside the config."""
+    return config_hash({
+        "ds_config": config, "model": resolved.name, "overrides": resolved.overrides, "seq_len": resolved.seq_len,
+        "vocab_pad": resolved.vocab_pad, "toggles": {"tf32": request.tf32, "compile": request.compile,
+                                                     "attn": request.attn, "act_ckpt": request.act_ckpt},
+        "device": device, "world_size": world_size, "steps": request.steps, "warmup": request.warmup,
+        "memory_cap": request.memory_cap,
+    })
+
+
+def resolve_trial(request: RunRequest) -> Trial:
+    """Model, device, world size and the linted DeepSpeed config; writes and starts nothing. RunRefused on bad input."""
     if request.steps < 1:
         raise RunRefused(f"--steps must be at least 1, got {request.steps}")
     if request.warmup < 0:
         raise RunRefused(f"--warmup must be 0 or more, got {request.warmup}")
+    if request.memory_cap is not None and request.memory_cap <= 0:
+        raise RunRefused(f"--memory-cap must be positive, got {request.memory_cap}")
     if request.inject_failure:
         from launch.train_rank import parse_injection
 
@@ -316,7 +347,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
 
-    from dsx.models import ModelError, attn_available, count_params, resolve_model
+    from dsx.models import ModelError, attn_available, resolve_model
 
     try:
         resolved = resolve_model(request.model, request.overrides, seq_len=request.seq_len,
@@ -357,6 +388,22 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         notes.append("optimizer Adam/AdamW: DeepSpeed uses its FusedAdam op, JIT-built on first use and cached in "
                      "TORCH_EXTENSIONS_DIR (about 50 s on a GPU host); --ds-set optimizer.params.torch_adam=true uses "
                      "torch's AdamW instead")
+    return Trial(request=request, resolved=resolved, device=device, world_size=world, ds_config=config,
+                 ds_config_source=source, micro_batch=batch.train_micro_batch_size_per_gpu,
+                 grad_accum=batch.gradient_accumulation_steps, notes=notes,
+                 key=trial_key(config, resolved, request, device, world))
+
+
+def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
+            trial: Trial | None = None) -> Prepared:
+    """Everything up to the launch; writes the config and plan into the run folder. RunRefused on bad input."""
+    entered = request.entered_at or time.time()
+    env = dict(os.environ if env is None else env)
+    cwd = cwd or os.getcwd()
+    trial = trial or resolve_trial(request)
+    resolved, device, world, config = trial.resolved, trial.device, trial.world_size, trial.ds_config
+    notes = list(trial.notes)
+    from dsx.models import count_params
 
     gpus = probe_gpus(env) if device == "cuda" else []
     run_id = uuid.uuid4().hex
@@ -367,12 +414,13 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     plan = {
         "run_id": run_id, "model": resolved.name, "overrides": resolved.overrides, "seq_len": resolved.seq_len,
-        "vocab_pad": resolved.vocab_pad, "micro_batch": batch.train_micro_batch_size_per_gpu,
-        "grad_accum": batch.gradient_accumulation_steps, "steps": request.steps, "warmup": request.warmup,
+        "vocab_pad": resolved.vocab_pad, "micro_batch": trial.micro_batch,
+        "grad_accum": trial.grad_accum, "steps": request.steps, "warmup": request.warmup,
         "toggles": {"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
                     "act_ckpt": request.act_ckpt},
         "ds_config_path": str(config_path), "output_dir": str(run_dir), "device": device,
         "flop_check": request.flop_check, "seed": 1234, "inject_failure": request.inject_failure,
+        "memory_cap": request.memory_cap,
     }
     plan_path = run_dir / "plan.json"
     plan_path.write_text(json.dumps(plan, indent=2) + "\n")
@@ -393,11 +441,10 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
     return Prepared(
         request=request, run_id=run_id, run_dir=run_dir,
         started_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), device=device, world_size=world,
-        ds_config=config, ds_config_source=source, config_path=config_path, plan_path=plan_path, launch=launch,
-        resolved=resolved, params=params, micro_batch=batch.train_micro_batch_size_per_gpu,
-        grad_accum=batch.gradient_accumulation_steps, precision=precision_of(config),
-        gpu_names=[name for name, _ in gpus][:world], notes=notes + launch.notes, entered_at=entered,
-        prepared_at=time.time(),
+        ds_config=config, ds_config_source=trial.ds_config_source, config_path=config_path, plan_path=plan_path,
+        launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
+        precision=precision_of(config), gpu_names=[name for name, _ in gpus][:world], notes=notes + launch.notes,
+        entered_at=entered, trial_key=trial.key, prepared_at=time.time(),
     )
 
 
@@ -543,7 +590,10 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         for k, v in (r.get("memory_methods") or {}).items():
             methods.setdefault(k, v)
     mem_max = MemoryMax(**{k: _max_or_none([getattr(m, k) for m in per_rank]) for k in MEMORY_FIELDS})
-    memory = Memory(per_rank=per_rank, max=mem_max, methods=methods)
+    capacities = [(r["capacity"], r.get("capacity_source")) for r in present if r.get("capacity")]
+    capacity, capacity_source = min(capacities) if capacities else (None, None)
+    memory = Memory(per_rank=per_rank, max=mem_max, methods=methods, capacity=capacity,
+                    capacity_source=capacity_source)
 
     # ---- ranks
     ranks = []
@@ -583,6 +633,7 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         teardown_s=(completed.ended - _max_or_none([r["times"].get("end") for r in present]))
         if present and all(r["times"].get("end") for r in present) and not completed.timed_out else None,
         total_s=(now - proc_start) if proc_start else now - prepared.entered_at,
+        device_seconds=(completed.ended - completed.started) * world,
     )
     overhead.added_s = overhead.total_s - (overhead.warmup_s or 0.0) - (overhead.timed_s or 0.0)
 
@@ -608,21 +659,28 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         ds_config_source=prepared.ds_config_source,
         model=ModelInfo(preset=resolved.name, family=resolved.family, task=resolved.task,
                         overrides=dict(request.overrides), params=prepared.params, seq_len=resolved.seq_len,
-                        vocab_pad=resolved.vocab_pad),
+                        vocab_pad=resolved.vocab_pad,
+                        dims={k: v for k, v in resolved.describe().items()
+                              if k not in ("name", "family", "task", "overrides", "seq_len", "vocab_pad")}),
         micro_batch=prepared.micro_batch, grad_accum=prepared.grad_accum, world_size=world,
         precision=prepared.precision, steps=request.steps, warmup=request.warmup,
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
         figures=figures, memory=memory, ranks=ranks, status=status, error=error, notes=notes, overhead=overhead,
+        memory_cap=request.memory_cap, trial_key=prepared.trial_key or None,
+        sweep=SweepInfo(**request.sweep) if request.sweep else None,
         command=list(request.command), run_dir=str(prepared.run_dir),
     )
 
 
-def execute(prepared: Prepared) -> RunRow:
-    """Launch, wait (killing the whole process group on timeout or Ctrl-C), gather, append the row."""
+def execute(prepared: Prepared, on_start=None) -> RunRow:
+    """Launch, wait (killing the whole process group on timeout or Ctrl-C), gather, append the row.
+
+    on_start(process_group_id) is called once the launcher runs (`dsx sweep` records it to reap the group if dsx
+    itself is killed)."""
     ext = extensions_dir(prepared.launch.env)
     before = time.time() - 1.0
     completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
-                         echo=prepared.request.echo)
+                         echo=prepared.request.echo, on_start=on_start)
     row = gather(prepared, completed, built_since(ext, before))
     append_row(prepared.request.results, row)
     return row

@@ -254,6 +254,43 @@ def collect_memory(torch, device, on_cuda: bool, nvml: NvmlSampler | None, repor
     report.data["memory_unavailable"] = unavailable
 
 
+def apply_memory_cap(torch, device, on_cuda: bool, cap: int | None, report: Report) -> None:
+    """Record what this rank may use (memory.capacity) and enforce --memory-cap.
+
+    CUDA: torch.cuda.set_per_process_memory_fraction - the caching allocator refuses to reserve past the cap and
+    raises torch.OutOfMemoryError like a smaller GPU would. CPU ranks: RLIMIT_DATA (the kernel refuses data
+    mappings past it, torch's allocator raises "can't allocate memory"); it counts the process's whole data
+    segment, imports and thread stacks included, so it is set after the imports and a cap must leave room for
+    them."""
+    if on_cuda:
+        total = int(torch.cuda.get_device_properties(device).total_memory)
+        if cap:
+            fraction = min(1.0, cap / total)
+            torch.cuda.set_per_process_memory_fraction(fraction, device)
+            report.data["capacity"] = min(cap, total)
+            report.data["capacity_source"] = (f"--memory-cap (torch.cuda.set_per_process_memory_fraction({fraction:.4f}) "
+                                              f"of {total} bytes)")
+        else:
+            report.data["capacity"] = total
+            report.data["capacity_source"] = "GPU total memory (torch.cuda.get_device_properties)"
+        return
+    import resource
+
+    if cap:
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+        report.data["capacity"] = cap
+        report.data["capacity_source"] = "--memory-cap (RLIMIT_DATA of each CPU rank, set after the imports)"
+    else:
+        try:
+            import psutil
+
+            report.data["capacity"] = int(psutil.virtual_memory().total)
+            report.data["capacity_source"] = "host total memory (psutil.virtual_memory), shared by all CPU ranks"
+        except Exception:
+            pass
+
+
 # --------------------------------------------------------------------------------------------------- model
 
 
@@ -343,6 +380,7 @@ def run(plan: dict, report: Report, rank: int, local_rank: int, state: dict) -> 
         if toggles["tf32"]:
             report.data["notes"].append("--tf32 has no effect on CPU ranks")
     deepspeed.init_distributed()
+    apply_memory_cap(torch, device, on_cuda, plan.get("memory_cap"), report)
     report.phase("distributed")
 
     from dsx.models import resolve_model, synthetic_batch

@@ -98,3 +98,10 @@ def test_non_finite_figures_cannot_be_written(tmp_path):
     with pytest.raises(ValueError):
         append_row(tmp_path / "r.jsonl", row)
     assert not (tmp_path / "r.jsonl").exists() or (tmp_path / "r.jsonl").read_bytes() == b""
+
+
+def test_rows_with_fields_a_newer_dsx_added_still_parse():
+    data = make_row().model_dump(mode="json")
+    data["a_new_optional_field"] = 1
+    data["memory"]["max"]["another_one"] = 2
+    assert parse_row(data) == make_row()

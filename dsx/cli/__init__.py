@@ -19,6 +19,8 @@ COMMANDS = {
     "schema": ("dsx.cli.schema", "Write the JSON Schema of the DeepSpeed config (for editors)."),
     "models": ("dsx.cli.models", "List the model presets with parameter counts."),
     "run": ("dsx.cli.run", "Train a model preset with DeepSpeed for a few steps; measure; append a result row."),
+    "sweep": ("dsx.cli.sweep", "Run many configurations (ZeRO x offload x batch x ...); survives OOMs; resumable."),
+    "report": ("dsx.cli.report", "Tables, plots and the best config from result rows."),
     "doctor": ("dsx.cli.doctor", "Check torch, CUDA, nvcc, ninja, libaio, pdsh and DeepSpeed's ops; say how to fix."),
 }
 

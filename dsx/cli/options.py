@@ -30,6 +30,33 @@ def ds_config_options(f):
     return f
 
 
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+
+
+class Size(click.ParamType):
+    """A byte count: 123456, 512MiB, 40GiB, 1.5GB (KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().replace(" ", "")
+        number = text.rstrip("KMGTBikmgtb")
+        unit = text[len(number):].lower()
+        try:
+            size = float(number) * _UNITS[unit]
+        except (ValueError, KeyError):
+            self.fail(f"{value!r} is not a size (examples: 40GiB, 512MiB, 1.5GB, 1000000)", param, ctx)
+        if size < 1:
+            self.fail(f"{value!r} must be at least 1 byte", param, ctx)
+        return int(size)
+
+
+SIZE = Size()
+
+
 def target_option(f):
     return click.option(
         "--target-deepspeed", "target", metavar="VERSION", default=None,

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from dsx.cli.options import ds_config_options
+from dsx.cli.options import SIZE, ds_config_options
 
 ENTERED = time.time()
 
@@ -37,6 +37,9 @@ ENTERED = time.time()
 @click.option("--act-ckpt", is_flag=True, help="Activation checkpointing (transformers gradient_checkpointing_enable).")
 @click.option("--flop-check", is_flag=True,
               help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers.")
+@click.option("--memory-cap", type=SIZE, metavar="SIZE",
+              help="Memory one rank may use, e.g. 40GiB: a smaller GPU on a big one (torch's allocator limit); on "
+                   "CPU ranks RLIMIT_DATA. Past it the run is an oom row.")
 @click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
               help="JSON-lines file the row is appended to.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=3600, show_default=True,
@@ -46,7 +49,7 @@ ENTERED = time.time()
 @click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offload, offload_params, nvme_path,
             precision, micro_batch, grad_accum, optimizer, lr, ds_sets, gpus, steps, warmup, tf32, compile_, attn,
-            act_ckpt, flop_check, results, timeout_s, dry_run, verbose, inject_failure):
+            act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
     One process per GPU through DeepSpeed's launcher (CPU ranks with gloo when there is no GPU). Appends one row
@@ -74,6 +77,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offlo
         ds_sets=tuple(ds_sets), gpus=gpus, steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn,
         act_ckpt=act_ckpt, results=results, timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
+        memory_cap=memory_cap,
     )
     try:
         prepared = prepare(request)

@@ -1,0 +1,158 @@
+"""`dsx report RESULTS...`: tables, a sweep summary, plots, parameter effects and the best config, from rows only.
+
+Exit status: 0 a report was made, 1 nothing to report (no rows, no ok row, nothing matches, the best config does
+not lint clean), 2 a results file is missing or unreadable, or an option is wrong. Never imports torch or
+deepspeed; matplotlib only when -o writes plots.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from dsx.cli.options import target_option
+
+
+@click.command("report")
+@click.argument("results", nargs=-1, required=True, type=click.Path())
+@click.option("--all", "show_all", is_flag=True, help="Also list oom / error / timeout rows, with status and error.")
+@click.option("--where", metavar="KEY=VALUE,...",
+              help="Only rows matching every KEY=VALUE, e.g. zero=3,offload=cpu (keys: label, zero, offload, "
+                   "offload_params, precision, act_ckpt, compile, model, gpu, micro_batch, grad_accum, world_size, "
+                   "seq_len, sweep, search, status).")
+@click.option("--baseline", metavar="RUN|LABEL|KEY=VALUE,...",
+              help="Row the mem× and speed× columns are relative to: a run id prefix, a configuration label, or a "
+                   "selector like zero=2,offload=none,micro_batch=8 (default: the first ok row shown).")
+@click.option("--group-by", metavar="KEY,...",
+              help="Group lines by label (default), zero, offload, precision, act_ckpt, model, gpu, micro_batch, "
+                   "world_size or sweep; several keys separated by commas.")
+@click.option("--format", "fmt", type=click.Choice(["rich", "markdown"]), default="rich", show_default=True,
+              help="Tables for the terminal, or markdown to paste.")
+@click.option("--effects", is_flag=True,
+              help="Parameter effects: each row that changes one model dimension (--set, --seq-len, --vocab-pad) "
+                   "against the unchanged model at the same configuration and micro-batch.")
+@click.option("--best", is_flag=True,
+              help="Write the DeepSpeed config of the fastest ok row (tokens/s), linted at its world size, to -o "
+                   "FILE (default stdout); print its figures and the command that reproduces it.")
+@click.option("-o", "--output", type=click.Path(), metavar="DIR|FILE",
+              help="Write DIR/report.md with the tables and PNG plots in DIR (with --best: the config FILE).")
+@target_option
+def command(results, show_all, where, baseline, group_by, fmt, effects, best, output, target):
+    """Tables, plots and the best config from result rows.
+
+    RESULTS are JSON-lines files written by `dsx run` / `dsx sweep` (torn lines are skipped with a warning).
+
+    \b
+    dsx report results/runs.jsonl
+    dsx report results/sweep.jsonl --all --group-by zero,offload -o report/
+    dsx report results/sweep.jsonl --baseline zero=2,offload=none,micro_batch=8 --format markdown
+    dsx report results/sweep.jsonl --effects
+    dsx report results/sweep.jsonl --best --where zero=3 -o best.json
+    """
+    from dsx import report as rp
+
+    try:
+        _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best, output, target)
+    except rp.ReportError as exc:
+        click.echo(f"dsx report: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best, output, target):
+    group_keys = rp.parse_group_by(group_by)  # option mistakes first: they do not depend on the files
+    if where:
+        rp.parse_selector(where)
+    if baseline and "=" in baseline:
+        rp.parse_selector(baseline, "--baseline")
+    loaded = rp.load(list(results))
+    for warning in loaded.warnings:
+        click.echo(f"dsx report: warning: {warning}", err=True)
+    if not loaded.rows:
+        raise rp.ReportError(f"no rows to report in {', '.join(results)}", 1)
+    rows = rp.select(loaded.rows, where)
+    if not rows:
+        raise rp.ReportError(f"no row matches --where {where} ({len(loaded.rows)} row(s) read)", 1)
+
+    if best:
+        _best(rp, rows, output, target)
+        return
+
+    shown = rows if show_all else [r for r in rows if r["status"] == "ok"]
+    if not shown:
+        counts = ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in rp.STATUSES
+                           if any(r["status"] == s for r in rows))
+        raise rp.ReportError(f"no ok row among {len(rows)} row(s) ({counts}); --all lists them", 1)
+    if effects:
+        table = rp.effects_table(shown)
+        if table is None:
+            raise rp.ReportError("no parameter effects: needs an ok row without --set overrides and ok rows that "
+                                 "differ from it in exactly one of --set KEY / --seq-len / --vocab-pad, at the same "
+                                 "configuration and micro-batch", 1)
+        tables = [table]
+    else:
+        base = rp.find_baseline(shown, baseline)
+        tables = [rp.runs_table(shown, every=rows, baseline=base, group_by=group_keys, show_status=show_all),
+                  rp.configurations_table(rows)]
+        sweeps = rp.sweeps_table(rows)
+        if sweeps is not None:
+            tables.append(sweeps)
+
+    if fmt == "markdown":
+        click.echo(rp.read_from_line(loaded))
+        for table in tables:
+            click.echo(f"\n## {table.title}\n\n{rp.to_markdown(table)}")
+    else:
+        from rich.console import Console
+
+        console = Console(width=None if sys.stdout.isatty() else 400)  # a pipe or a file: never cut cells
+        console.print(rp.read_from_line(loaded), style="dim", highlight=False, soft_wrap=True)
+        for table in tables:
+            console.print()
+            rich_table, notes = rp.to_rich(table, console.width)
+            console.print(rich_table)
+            for line in table.legend + notes:
+                console.print(line, style="dim", highlight=False, soft_wrap=True)
+
+    if output:
+        from dsx.plots import write_plots
+
+        folder = Path(output)
+        if folder.exists() and not folder.is_dir():
+            raise rp.ReportError(f"-o {output}: is a file; give a directory for the report (a file only with --best)",
+                                 2)
+        try:
+            images = write_plots(rows, folder)
+            path = folder / "report.md"
+            path.write_text(rp.markdown_report(loaded, tables, [(p.name, title) for p, title in images], where))
+        except OSError as exc:
+            raise rp.ReportError(f"-o {output}: cannot write: {exc.strerror}", 2) from None
+        click.echo(f"dsx report: wrote {path} and {len(images)} plot(s)", err=True)
+
+
+def _best(rp, rows, output, target):
+    from dsx.versions import VersionError, resolve_target
+
+    try:
+        version = resolve_target(target)
+    except VersionError as exc:
+        raise rp.ReportError(str(exc), 2) from None
+    chosen = rp.pick_best(rows, version)
+    text = json.dumps(chosen.config, indent=2) + "\n"
+    summary = "\n".join(rp.best_summary(chosen))
+    if output:
+        if Path(output).is_dir():
+            raise rp.ReportError(f"-o {output}: is a directory; --best writes one JSON file", 2)
+        try:
+            Path(output).write_text(text)
+        except OSError as exc:
+            raise rp.ReportError(f"-o {output}: cannot write: {exc.strerror}", 2) from None
+        click.echo(summary)
+        verdict = "lint clean" if not chosen.findings else f"{len(chosen.findings)} lint warning(s), no error"
+        click.echo(f"  config: {output} ({verdict} for DeepSpeed {version} at world size "
+                   f"{chosen.row['world_size']})")
+    else:
+        click.echo(summary, err=True)
+        click.echo(text, nl=False)

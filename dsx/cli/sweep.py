@@ -1,0 +1,285 @@
+"""`dsx sweep`: every configuration of the grid, each trial its own launched `dsx run`; resumable."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from dsx.cli.options import SIZE
+
+BOOLEAN_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False, "1": True,
+                 "0": False}
+
+
+def _split(text: str, option: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise click.UsageError(f"{option} {text!r}: give a comma-separated list, e.g. {option} 1,2,3")
+    return items
+
+
+def _ints(text: str, option: str, low: int, high: int | None = None) -> list[int]:
+    values = []
+    for item in _split(text, option):
+        try:
+            value = int(item)
+        except ValueError:
+            raise click.UsageError(f"{option}: {item!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            bound = f"{low}-{high}" if high is not None else f"at least {low}"
+            raise click.UsageError(f"{option}: {value} is out of range ({bound})")
+        values.append(value)
+    return list(dict.fromkeys(values))
+
+
+def _choices(text: str, option: str, allowed) -> list[str]:
+    values = [item.lower() for item in _split(text, option)]
+    for value in values:
+        if value not in allowed:
+            raise click.UsageError(f"{option}: {value!r} is not one of {', '.join(allowed)}")
+    return list(dict.fromkeys(values))
+
+
+def _booleans(text: str, option: str) -> list[bool]:
+    values = []
+    for item in _split(text, option):
+        if item.lower() not in BOOLEAN_WORDS:
+            raise click.UsageError(f"{option}: {item!r} is not on/off")
+        values.append(BOOLEAN_WORDS[item.lower()])
+    return list(dict.fromkeys(values))
+
+
+def _vary(items: tuple[str, ...]) -> dict[str, list]:
+    vary: dict[str, list] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not values.strip():
+            raise click.UsageError(f"--vary {item!r}: write KEY=V1,V2 (e.g. --vary n_layer=12,24)")
+        if key in vary:
+            raise click.UsageError(f"--vary {key} is given twice; list all its values in one --vary")
+        parsed = []
+        for text in _split(values, f"--vary {key}="):
+            try:
+                parsed.append(json.loads(text))
+            except json.JSONDecodeError:
+                parsed.append(text)
+        vary[key] = list(dict.fromkeys(parsed))
+    return vary
+
+
+@click.command("sweep")
+@click.option("--model", metavar="PRESET", help="Model preset (dsx models); default gpt2-tiny on CPU, gpt2 on GPUs.")
+@click.option("--zero", "zero_", default="1,2,3", show_default=True, metavar="LIST", help="ZeRO stages, e.g. 1,2,3.")
+@click.option("--offload", default="none", show_default=True, metavar="LIST",
+              help="Optimizer offload: none,cpu,nvme (ZeRO 1-3).")
+@click.option("--offload-params", default="none", show_default=True, metavar="LIST",
+              help="Parameter offload: none,cpu,nvme (ZeRO-3 only).")
+@click.option("--precision", default="bf16", show_default=True, metavar="LIST", help="bf16,fp16,fp32.")
+@click.option("--act-ckpt", default="off", show_default=True, metavar="LIST", help="Activation checkpointing: off,on.")
+@click.option("--compile", "compile_", default="off", show_default=True, metavar="LIST",
+              help="DeepSpeed's engine.compile(): off,on.")
+@click.option("--gpus", default=None, metavar="LIST", help="GPU counts, e.g. 1,2 (default all visible; CPU: 1 rank).")
+@click.option("--micro-batch", default="auto", show_default=True, metavar="auto|LIST",
+              help="auto: the largest micro-batch that fits (grow x2, then bisect the OOM boundary); or e.g. 4,8,16.")
+@click.option("--mb-start", type=click.IntRange(min=1), default=1, show_default=True,
+              help="auto: first micro-batch tried.")
+@click.option("--mb-max", type=click.IntRange(min=1), help="auto: largest micro-batch tried (default 1024 on GPUs, "
+                                                            "8 on CPU ranks).")
+@click.option("--mb-tolerance", type=click.FloatRange(min=0, max=1), default=0.0, show_default=True,
+              help="auto: stop bisecting when the gap to the first OOM is within this fraction of the fit (0: exact).")
+@click.option("--vary", multiple=True, metavar="KEY=V1,V2",
+              help="Model shape to vary, e.g. --vary n_layer=12,24 --vary seq_len=256,512 (every combination).")
+@click.option("--one-at-a-time", is_flag=True,
+              help="--vary one key at a time from the preset's shape (for a parameter-effects table).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Model override for every trial.")
+@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's).")
+@click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N.")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--nvme-path", help="Directory on a local NVMe drive (NVMe offload).")
+@click.option("--optimizer", help="Optimizer type (default AdamW).")
+@click.option("--lr", type=float, help="Learning rate (default 1e-4).")
+@click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE", help="DeepSpeed key for every trial.")
+@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True)
+@click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
+@click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Timed steps per trial.")
+@click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed steps first.")
+@click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one rank may use (dsx run --memory-cap).")
+@click.option("--trial-timeout", type=click.FloatRange(min=0), default=1800, show_default=True,
+              help="Seconds before a trial is killed (its row says timeout); 0: never.")
+@click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="JSON-lines results file: rows are appended; it is also the sweep's state (re-run to resume).")
+@click.option("--retry-failed", is_flag=True, help="Re-run trials whose row is error or timeout (ok/oom stay done).")
+@click.option("--dry-run", is_flag=True, help="List the configurations and exit.")
+@click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
+def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
+            mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
+            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, dry_run, inject):
+    """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
+
+    An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
+    state: run the same command again to resume - trials that already have a row are not run again. Ctrl-C
+    stops the running trial's processes and exits; `dsx report RESULTS` shows what was found.
+
+    \b
+    dsx sweep --zero 3 --offload cpu
+    dsx sweep --model gpt2-xl --zero 1,2,3 --offload none,cpu --act-ckpt off,on --micro-batch auto
+    dsx sweep --model bert-base --zero 2 --micro-batch 32 --one-at-a-time --vary n_layer=6 --vary hidden_size=512
+    """
+    from dsx.models import ModelError, parse_overrides
+    from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model
+
+    try:
+        overrides = parse_overrides(sets)
+    except ModelError as exc:
+        raise click.UsageError(str(exc)) from None
+    injections = {}
+    for item in inject:
+        number, _, spec_text = item.partition("=")
+        injections[int(number)] = spec_text
+    if micro_batch.strip().lower() == AUTO:
+        micro_batches = AUTO
+    else:
+        micro_batches = _ints(micro_batch, "--micro-batch", 1)
+
+    from dsx.run import detect_device
+
+    device, visible = detect_device()
+    spec = SweepSpec(
+        model=model or default_model(device), zero=_ints(zero_, "--zero", 0, 3),
+        offload=_choices(offload, "--offload", OFFLOAD_CHOICES),
+        offload_params=_choices(offload_params, "--offload-params", OFFLOAD_CHOICES),
+        precision=_choices(precision, "--precision", PRECISION_CHOICES), act_ckpt=_booleans(act_ckpt, "--act-ckpt"),
+        compile=_booleans(compile_, "--compile"), gpus=_ints(gpus, "--gpus", 1) if gpus else [None],
+        vary=_vary(vary), one_at_a_time=one_at_a_time, micro_batch=micro_batches, mb_start=mb_start,
+        mb_max=mb_max or (1024 if device == "cuda" else 8), mb_tolerance=mb_tolerance, grad_accum=grad_accum,
+        steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
+        optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
+        trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,
+    )
+    if one_at_a_time and not spec.vary:
+        raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")
+    if device == "cuda" and any(g is not None and g > visible for g in spec.gpus):
+        raise click.UsageError(f"--gpus {gpus}: only {visible} GPU(s) are visible")
+    configurations = spec.configurations()
+    where = f"{visible} GPU(s)" if device == "cuda" else "CPU ranks (no GPU)"
+    mb_text = (f"auto ({spec.mb_start}..{spec.mb_max}, x2 then bisect)" if micro_batches == AUTO
+               else ",".join(map(str, micro_batches)))
+    click.echo(f"dsx sweep {spec.sweep_id()}: {spec.model} on {where}, {len(configurations)} configuration(s), "
+               f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
+    if dry_run:
+        for i, configuration in enumerate(configurations, start=1):
+            problem = configuration.problem(nvme_path)
+            click.echo(f"{i:3d}. {configuration.label}" + (f"  (skipped: {problem})" if problem else ""))
+        return
+    try:
+        outcome = _run_with_progress(spec, len(configurations))
+    except SweepError as exc:
+        raise click.UsageError(str(exc)) from None
+    _print_summary(outcome)
+    if outcome.interrupted:
+        click.echo("dsx sweep: interrupted; the running trial's processes were stopped. Run the same command to "
+                   "resume.", err=True)
+        sys.exit(130)
+    if not any(r.best for r in outcome.results) and any(not r.skipped for r in outcome.results):
+        click.echo("dsx sweep: no trial ran successfully", err=True)
+        sys.exit(1)
+
+
+def _describe_row(row: dict | None) -> str:
+    if not row:
+        return ""
+    figures, memory = row.get("figures") or {}, (row.get("memory") or {}).get("max") or {}
+    from dsx.run import _bytes
+
+    peak = memory.get("peak_reserved") if row.get("device") == "cuda" else memory.get("host_rss_peak")
+    if row.get("status") != "ok":
+        return (row.get("error") or "")[:160]
+    step = (figures.get("step_time_s") or {}).get("median")
+    mfu = figures.get("mfu")
+    return (f"{step * 1e3:.0f} ms/step, {figures.get('tokens_per_s') or 0:,.0f} tok/s"
+            + (f", MFU {mfu:.1%}" if mfu is not None else "") + f", peak {_bytes(peak)}")
+
+
+def _run_with_progress(spec, total_configurations: int):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    from dsx.sweep import sweep
+
+    console = Console(stderr=True)
+    best: dict = {}
+    started = time.time()
+    with Progress(TextColumn("[bold]configurations"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"), console=console,
+                  transient=False, disable=not console.is_terminal) as progress:
+        task = progress.add_task("", total=total_configurations)
+        current = {"index": 0}
+
+        def on_configuration(index, configuration):
+            if current["index"]:
+                progress.advance(task)
+            current["index"] = index
+            progress.update(task, description=f"{configuration.label}" + _best_text(best))
+
+        def on_trial(trial):
+            if trial.status == "ok" and trial.row:
+                tokens = (trial.row.get("figures") or {}).get("tokens_per_s") or 0
+                if tokens > best.get("tokens", -1):
+                    best.update(tokens=tokens, label=f"{trial.configuration.label} mb{trial.micro_batch}")
+            shown = {"done": "already done (row in the results file)"}.get(trial.status, trial.status)
+            detail = _describe_row(trial.row) if trial.status != "refused" else trial.message
+            if trial.status == "done" and trial.row:
+                detail = f"{trial.row.get('status')}: {_describe_row(trial.row)}"
+            progress.console.print(f"[{trial.number:3d}] {trial.configuration.label} mb{trial.micro_batch} "
+                                   f"({trial.search}): {shown}" + (f" - {detail}" if detail else ""),
+                                   highlight=False, markup=False, soft_wrap=True)
+            progress.update(task, description=f"{trial.configuration.label}" + _best_text(best))
+
+        outcome = sweep(spec, on_trial=on_trial, on_configuration=on_configuration)
+        if not outcome.interrupted:
+            progress.update(task, completed=total_configurations)
+    outcome.notes.append(f"wall time {time.time() - started:.0f} s")
+    return outcome
+
+
+def _best_text(best: dict) -> str:
+    return f"  best so far: {best['label']} {best['tokens']:,.0f} tok/s" if best else ""
+
+
+def _print_summary(outcome) -> None:
+    from dsx.sweep import sweep_device_seconds
+
+    spec = outcome.spec
+    lines = []
+    for result in outcome.results:
+        c = result.configuration
+        if result.skipped:
+            lines.append(f"  {c.label:<40} skipped: {result.skipped}")
+            continue
+        if result.search is None:
+            lines.append(f"  {c.label:<40} not reached")
+            continue
+        s = result.search
+        fit = s.largest_fit if s.largest_fit is not None else "none"
+        oom = f", first OOM at {s.first_oom}" if s.first_oom is not None else ""
+        best = f"; best {_describe_row(result.best)} (mb {result.best['micro_batch']})" if result.best else ""
+        stop = f" [{s.stopped}]" if s.stopped else ""
+        lines.append(f"  {c.label:<40} fits up to micro-batch {fit}{oom}{best}{stop}")
+    ran = [t for t in outcome.trials if t.status not in ("done", "refused")]
+    reused = [t for t in outcome.trials if t.status == "done"]
+    refused = [t for t in outcome.trials if t.status == "refused"]
+    total, rows = sweep_device_seconds(Path(spec.results), spec.sweep_id())
+    unit = "GPU-seconds" if any((t.row or {}).get("device") == "cuda" for t in outcome.trials) else "CPU-rank-seconds"
+    click.echo("\n".join([f"sweep {spec.sweep_id()}: {len(ran)} trial(s) run, {len(reused)} already done, "
+                          f"{len(refused)} refused"] + lines + [
+        f"  {outcome.device_seconds:.0f} {unit} in this invocation; {total:.0f} over the sweep's {rows} row(s)",
+        *[f"  note: {n}" for n in outcome.notes],
+        *[f"  refused: {t.configuration.label} mb{t.micro_batch}: {t.message}" for t in refused],
+        f"  rows in {spec.results}; tables and plots: dsx report {spec.results}",
+    ]))

@@ -1,0 +1,142 @@
+"""The figures of `dsx report -o DIR`, drawn from result rows with matplotlib's Agg backend (no display needed).
+
+matplotlib is imported inside `write_plots` only, so tables and `dsx report --help` never pay for it. Each plot
+function takes rows (dicts, as dsx.report reads them) and a path, and writes one PNG.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dsx import report as rp
+from dsx.results import MEMORY_FIELDS
+
+PLOTS = (
+    ("memory_vs_micro_batch.png", "Peak memory vs micro-batch"),
+    ("throughput.png", "Throughput per configuration (best micro-batch)"),
+    ("memory_breakdown.png", "Memory breakdown per configuration (best micro-batch)"),
+)
+"""(file name, title) of every plot, in the order report.md shows them."""
+
+
+def write_plots(rows: list[dict], folder: str | Path) -> list[tuple[Path, str]]:
+    """Draw every plot the rows allow into `folder`; (path, title) of each PNG written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    models = {rp.model_text(r) for r in rows}
+    suffix = f" ({models.pop()})" if len(models) == 1 else ""  # one model: the line labels leave it out
+    for (name, title), draw in zip(PLOTS, (memory_vs_micro_batch, throughput, memory_breakdown)):
+        fig = draw(plt, rows, title + suffix)
+        if fig is None:
+            continue
+        path = folder / name
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        written.append((path, title))
+    return written
+
+
+def memory_vs_micro_batch(plt, rows: list[dict], title: str):
+    """One panel per kind of hardware (CPU, H100, 2 x H200...: their memory is not comparable), one line per
+    configuration through its ok trials, an x where a micro-batch ran out of memory (at the memory it reached when
+    that was measured, else at the capacity line), and a dashed line per distinct capacity, labelled with its
+    source."""
+    usable = [r for r in rows if r["status"] in ("ok", "oom")]
+    if not any(rp.memory(r) is not None for r in usable):
+        return None
+    panels: dict[str, list[dict]] = {}
+    for r in usable:
+        panels.setdefault(rp.gpu_label(r), []).append(r)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False)
+    colors = plt.get_cmap("tab20").colors
+    for ax, (hardware, panel) in zip(axes[0], panels.items()):
+        lines = rp.plot_rows(panel)
+        capacities: dict[int, str] = {}
+        for r in panel:
+            if r["memory"]["capacity"]:
+                capacities.setdefault(r["memory"]["capacity"], r["memory"]["capacity_source"] or "capacity")
+        top = max([rp.memory(r) or 0 for r in panel] + list(capacities)) / rp.GIB
+        micro_batches: set[int] = set()
+        for n, (name, group) in enumerate(lines.items()):
+            color = colors[n % len(colors)]
+            ok = sorted((r["micro_batch"], rp.memory(r)) for r in group
+                        if r["status"] == "ok" and rp.memory(r) is not None)
+            if ok:
+                ax.plot([m for m, _ in ok], [v / rp.GIB for _, v in ok], marker="o", color=color, label=name)
+            for r in (r for r in group if r["status"] == "oom"):
+                y = (rp.memory(r) or r["memory"]["capacity"] or top * rp.GIB) / rp.GIB
+                ax.scatter([r["micro_batch"]], [y], marker="x", s=90, color=color, zorder=3,
+                           label=None if ok else f"{name} (OOM)")
+            micro_batches.update(r["micro_batch"] for r in group)
+        for capacity, source in capacities.items():
+            ax.axhline(capacity / rp.GIB, linestyle="--", color="grey",
+                       label=f"capacity {capacity / rp.GIB:,.1f} GiB ({source})")
+        ax.scatter([], [], marker="x", color="black", label="ran out of memory (OOM)")
+        ticks = sorted(micro_batches)
+        if ticks and ticks[-1] / ticks[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(m) for m in ticks], rotation=45 if sum(len(str(m)) + 1 for m in ticks) > 24 else 0)
+        ax.minorticks_off()
+        ax.set_xlabel("micro-batch per rank")
+        ax.set_ylabel("peak memory per rank, GiB (" + ("host RSS" if hardware.endswith("CPU") else "peak reserved")
+                      + ")")
+        ax.set_title(f"{title}: {hardware}", fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
+    return fig
+
+
+def throughput(plt, rows: list[dict], title: str):
+    """A bar per configuration at its fastest ok row: tokens/s, with micro-batch and MFU (where known) beside it."""
+    best = [(name, rp.best_ok(group)) for name, group in rp.plot_rows(rows).items()]
+    best = [(name, r) for name, r in best if r is not None]
+    if not best:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(best)))
+    names = [name for name, _ in best]
+    values = [rp.tokens_per_s(r) for _, r in best]
+    bars = ax.barh(range(len(best)), values, color="tab:blue")
+    ax.set_yticks(range(len(best)))
+    ax.set_yticklabels(names, fontsize=8)
+    ax.invert_yaxis()
+    for bar, (_, r) in zip(bars, best):
+        mfu = r["figures"]["mfu"]
+        text = f" {rp.tokens_per_s(r):,.0f} tokens/s, micro-batch {r['micro_batch']}" + (
+            f", MFU {mfu:.1%}" if mfu is not None else "")
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, text, va="center", fontsize=7)
+    ax.set_xlim(0, max(values) * 1.6)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    ax.set_xlabel("tokens/s (all ranks)")
+    ax.set_title(title)
+    return fig
+
+
+def memory_breakdown(plt, rows: list[dict], title: str):
+    """Grouped horizontal bars per configuration at its fastest ok row: every memory figure the rows measured (max
+    over ranks); figures no row measured are left out."""
+    best = [(name, rp.best_ok(group)) for name, group in rp.plot_rows(rows).items()]
+    best = [(name, r) for name, r in best if r is not None]
+    fields = [f for f in MEMORY_FIELDS if any(r["memory"]["max"][f] is not None for _, r in best)]
+    if not best or not fields:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.18 * len(best) * (len(fields) + 1)))
+    height = 0.8 / len(fields)
+    for i, f in enumerate(fields):
+        values = [(r["memory"]["max"][f] or 0) / rp.GIB for _, r in best]
+        ax.barh([y + i * height for y in range(len(best))], values, height, label=f)
+    ax.set_yticks([y + height * (len(fields) - 1) / 2 for y in range(len(best))])
+    ax.set_yticklabels([name for name, _ in best], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("GiB (max over ranks)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    return fig

@@ -1,0 +1,259 @@
+"""`dsx sweep` without launching anything: the grid, the micro-batch search, resume bookkeeping, the lock, the CLI's
+refusals. The real sweeps on CPU ranks are in test_sweep_cpu.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from dsx.cli.options import SIZE
+from dsx.cli.sweep import command as sweep_command
+from dsx.results import append_row
+from dsx.sweep import (
+    Configuration, SweepError, SweepLock, SweepSpec, done_rows, fixed_micro_batches, reap_orphans, run_request,
+    search_micro_batch,
+)
+
+
+def fits_below(limit: int, fail_at: int | None = None):
+    """A probe whose trials fit up to `limit` (and fail, not OOM, at `fail_at`); records what was asked."""
+    asked = []
+
+    def probe(mb, search):
+        asked.append((mb, search))
+        if mb == fail_at:
+            return "fail"
+        return "fit" if mb <= limit else "oom"
+    probe.asked = asked
+    return probe
+
+
+# ------------------------------------------------------------------------------------------ micro-batch search
+
+
+def test_auto_grows_by_doubling_then_bisects_to_the_exact_boundary():
+    probe = fits_below(20)
+    result = search_micro_batch(probe, start=1, maximum=1024)
+    assert probe.asked == [(1, "grow"), (2, "grow"), (4, "grow"), (8, "grow"), (16, "grow"), (32, "grow"),
+                           (24, "bisect"), (20, "bisect"), (22, "bisect"), (21, "bisect")]
+    assert (result.largest_fit, result.first_oom, result.stopped) == (20, 21, None)
+
+
+def test_auto_with_a_tolerance_stops_bisecting_when_the_gap_is_small_enough():
+    probe = fits_below(20)
+    result = search_micro_batch(probe, start=4, maximum=256, tolerance=0.25)
+    assert [mb for mb, _ in probe.asked] == [4, 8, 16, 32, 24, 20]
+    assert (result.largest_fit, result.first_oom) == (20, 24)
+
+
+def test_auto_searches_below_the_start_when_the_start_does_not_fit():
+    probe = fits_below(2)
+    result = search_micro_batch(probe, start=8, maximum=64)
+    assert [mb for mb, _ in probe.asked] == [8, 4, 2, 3]
+    assert (result.largest_fit, result.first_oom) == (2, 3)
+
+
+def test_auto_reports_that_nothing_fits_when_micro_batch_1_runs_out_of_memory():
+    result = search_micro_batch(fits_below(0), start=4, maximum=64)
+    assert (result.largest_fit, result.first_oom) == (None, 1)
+    assert [mb for mb, _ in result.tried] == [4, 2, 1]
+
+
+def test_auto_stops_at_mb_max_and_says_the_boundary_lies_above():
+    result = search_micro_batch(fits_below(10_000), start=1, maximum=6)
+    assert [mb for mb, _ in result.tried] == [1, 2, 4, 6]
+    assert result.largest_fit == 6 and result.first_oom is None
+    assert result.stopped == "--mb-max 6 fits; the out-of-memory boundary lies above it"
+
+
+def test_a_trial_that_fails_for_another_reason_stops_the_search_of_its_configuration():
+    result = search_micro_batch(fits_below(100, fail_at=8), start=1, maximum=1024)
+    assert [mb for mb, _ in result.tried] == [1, 2, 4, 8]
+    assert result.largest_fit == 4 and result.first_oom is None
+    assert result.stopped == "micro-batch 8 failed (not out of memory); search stopped"
+
+
+def test_a_fixed_list_runs_in_order_and_skips_what_is_above_an_oom():
+    probe = fits_below(8, fail_at=2)
+    result = fixed_micro_batches(probe, [16, 1, 2, 8, 32, 12])
+    assert probe.asked == [(1, "fixed"), (2, "fixed"), (8, "fixed"), (12, "fixed")]
+    assert (result.largest_fit, result.first_oom) == (8, 12)
+    assert result.stopped == "micro-batch 12 ran out of memory; skipped 16, 32"
+
+
+# ------------------------------------------------------------------------------------------ the grid
+
+
+def spec(**changes) -> SweepSpec:
+    base = dict(model="gpt2-tiny", zero=[1, 2, 3], offload=["none", "cpu"])
+    base.update(changes)
+    return SweepSpec(**base)
+
+
+def test_the_grid_is_the_product_of_the_axes_in_the_order_given():
+    labels = [c.label for c in spec(act_ckpt=[False, True]).configurations()]
+    assert labels == ["z1 bf16", "z1 bf16 ckpt", "z1 off=cpu bf16", "z1 off=cpu bf16 ckpt", "z2 bf16",
+                      "z2 bf16 ckpt", "z2 off=cpu bf16", "z2 off=cpu bf16 ckpt", "z3 bf16", "z3 bf16 ckpt",
+                      "z3 off=cpu bf16", "z3 off=cpu bf16 ckpt"]
+
+
+def test_vary_takes_every_combination_or_one_key_at_a_time():
+    vary = {"n_layer": [1, 4], "seq_len": [32]}
+    product = [c.vary for c in spec(zero=[2], offload=["none"], vary=vary).configurations()]
+    assert product == [(("n_layer", 1), ("seq_len", 32)), (("n_layer", 4), ("seq_len", 32))]
+    one = [c.vary for c in spec(zero=[2], offload=["none"], vary=vary, one_at_a_time=True).configurations()]
+    assert one == [(), (("n_layer", 1),), (("n_layer", 4),), (("seq_len", 32),)]
+
+
+@pytest.mark.parametrize("configuration, problem", [
+    (Configuration(0, "cpu", "none", "bf16", False, False, None), "optimizer offload needs ZeRO 1-3"),
+    (Configuration(2, "cpu", "cpu", "bf16", False, False, None), "parameter offload needs ZeRO-3"),
+    (Configuration(3, "nvme", "none", "bf16", False, False, None), "NVMe offload needs --nvme-path"),
+    (Configuration(3, "cpu", "cpu", "bf16", True, True, 2), None),
+])
+def test_impossible_points_of_the_grid_are_named(configuration, problem):
+    assert configuration.problem(nvme_path=None) == problem
+
+
+def test_the_sweep_id_depends_on_what_decides_the_trials_only():
+    a = spec()
+    assert a.sweep_id() == spec().sweep_id()
+    assert a.sweep_id() == spec(results="elsewhere.jsonl", trial_timeout_s=5).sweep_id()
+    assert a.sweep_id() != spec(steps=9).sweep_id() != spec(zero=[3]).sweep_id()
+
+
+def test_a_trial_is_a_dsx_run_request_whose_command_repeats_it():
+    s = spec(vary={"n_layer": [3]}, memory_cap=1 << 30, ds_sets=("steps_per_print=5",), steps=3, warmup=1,
+             results="r.jsonl")
+    configuration = s.configurations()[-1]
+    request = run_request(s, configuration, micro_batch=8, search="bisect")
+    assert request.overrides == {"n_layer": 3} and request.config_flags["micro_batch"] == 8
+    assert request.sweep["label"] == "z3 off=cpu bf16 n_layer=3" and request.sweep["search"] == "bisect"
+    assert request.command == ["dsx", "run", "--model", "gpt2-tiny", "--set", "n_layer=3", "--zero", "3",
+                               "--offload", "cpu", "--offload-params", "none", "--precision", "bf16",
+                               "--micro-batch", "8", "--grad-accum", "1", "--ds-set", "steps_per_print=5",
+                               "--steps", "3", "--warmup", "1", "--memory-cap", "1073741824", "--results", "r.jsonl"]
+
+
+def test_the_printed_command_is_accepted_by_dsx_run(tmp_path):
+    request = run_request(spec(results=str(tmp_path / "r.jsonl")), spec().configurations()[3], 4, "grow")
+    out = subprocess.run([sys.executable, "-m", "dsx", *request.command[1:], "--dry-run"], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "micro-batch 4, grad-accum 1, bf16, model gpt2-tiny" in out.stdout
+
+
+# ------------------------------------------------------------------------------------------ resume bookkeeping
+
+
+def test_rows_that_count_as_done_are_ok_and_oom_and_also_failures_unless_retried(tmp_path):
+    results = tmp_path / "r.jsonl"
+    for key, status in [("a", "ok"), ("b", "oom"), ("c", "error"), ("d", "timeout"), (None, "ok")]:
+        append_row(results, {"trial_key": key, "status": status})
+    assert sorted(done_rows(results, retry_failed=False)) == ["a", "b", "c", "d"]
+    assert sorted(done_rows(results, retry_failed=True)) == ["a", "b"]
+
+
+def test_a_second_sweep_on_the_same_results_file_is_refused_while_the_first_holds_it(tmp_path):
+    first = SweepLock(tmp_path / "r.jsonl")
+    assert first.acquire() is None
+    with pytest.raises(SweepError) as caught:
+        SweepLock(tmp_path / "r.jsonl").acquire()
+    assert str(caught.value) == (f"another dsx sweep (pid {os.getpid()}) is writing to {tmp_path / 'r.jsonl'}; "
+                                 "wait for it or use another --results")
+    first.release()
+    assert SweepLock(tmp_path / "r.jsonl").acquire() is None
+
+
+def test_the_lock_tells_the_next_sweep_which_trial_a_killed_sweep_left_running(tmp_path):
+    lock = SweepLock(tmp_path / "r.jsonl")
+    lock.acquire()
+    lock.write(pgid=4242, run_dir="/somewhere")
+    os.close(lock.fd)  # what the kernel does when dsx is killed: the flock goes, the content stays
+    assert SweepLock(tmp_path / "r.jsonl").acquire() == {"pid": os.getpid(), "pgid": 4242, "run_dir": "/somewhere"}
+
+
+def test_orphans_of_a_killed_trial_are_killed_by_process_group(tmp_path):
+    script = tmp_path / "train_rank.py"  # named like dsx's rank entry point
+    script.write_text("import time\ntime.sleep(120)\n")
+    orphan = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    try:
+        note = reap_orphans({"pgid": orphan.pid, "run_dir": "/x"})
+        assert note == (f"stopped 1 process(es) of the trial a killed dsx sweep left running (process group "
+                        f"{orphan.pid}, /x); that trial runs again")
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+
+
+def test_a_process_group_that_is_not_a_dsx_trial_is_left_alone():
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        assert reap_orphans({"pgid": other.pid}) is None
+        time.sleep(0.2)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+
+@pytest.mark.parametrize("text, size", [("1000", 1000), ("512MiB", 512 << 20), ("40GiB", 40 << 30),
+                                        ("1.5GB", 1_500_000_000), ("2 KiB", 2048)])
+def test_sizes_are_read_in_binary_and_decimal_units(text, size):
+    assert SIZE.convert(text, None, None) == size
+
+
+def test_a_size_that_is_not_one_is_refused():
+    with pytest.raises(click.BadParameter) as caught:
+        SIZE.convert("lots", None, None)
+    assert caught.value.message == "'lots' is not a size (examples: 40GiB, 512MiB, 1.5GB, 1000000)"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--zero", "1,4"], "--zero: 4 is out of range (0-3)"),
+    (["--zero", "1,,2"], "--zero '1,,2': give a comma-separated list, e.g. --zero 1,2,3"),
+    (["--offload", "gpu"], "--offload: 'gpu' is not one of none, cpu, nvme"),
+    (["--act-ckpt", "maybe"], "--act-ckpt: 'maybe' is not on/off"),
+    (["--micro-batch", "4,x"], "--micro-batch: 'x' is not a whole number"),
+    (["--vary", "n_layer"], "--vary 'n_layer': write KEY=V1,V2 (e.g. --vary n_layer=12,24)"),
+    (["--vary", "n_layer=1", "--vary", "n_layer=2"], "--vary n_layer is given twice; list all its values in one --vary"),
+    (["--one-at-a-time"], "--one-at-a-time needs at least one --vary KEY=V1,V2"),
+    (["--zero", "0", "--offload", "cpu"], "no configuration can run: z0 off=cpu bf16: optimizer offload needs ZeRO 1-3"),
+    (["--seq-len", "4096"], "seq_len 4096 is longer than gpt2-tiny's n_positions=128: pass a shorter --seq-len, "
+                            "or --set n_positions=4096 (adds learned position embeddings, so the parameter count "
+                            "changes)"),
+])
+def test_bad_sweep_options_are_refused_with_the_reason(tmp_path, args, message):
+    out = CliRunner().invoke(sweep_command, [*args, "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 2, out.output
+    assert out.output.splitlines()[-1] == f"Error: {message}"
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_dry_run_lists_the_configurations_and_the_impossible_ones(tmp_path):
+    out = CliRunner().invoke(sweep_command, ["--zero", "0,3", "--offload", "none,cpu", "--dry-run",
+                                             "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 0, out.output
+    assert [line for line in out.output.splitlines() if line[:4].strip().rstrip(".").isdigit()] == [
+        "  1. z0 bf16", "  2. z0 off=cpu bf16  (skipped: optimizer offload needs ZeRO 1-3)", "  3. z3 bf16",
+        "  4. z3 off=cpu bf16"]
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_sweep_rows_validate_as_run_rows():
+    from dsx.results import SweepInfo
+
+    info = SweepInfo(**run_request(spec(), spec().configurations()[0], 2, "grow").sweep)
+    assert json.loads(info.model_dump_json())["configuration"]["zero"] == 1
