@@ -128,7 +128,8 @@ def group_alive(pgid: int) -> list[psutil.Process]:
     return alive
 
 
-def test_ctrl_c_stops_the_running_trial_and_the_sweep_resumes_after_it(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_the_running_trial_and_the_sweep_resumes_after_it(tmp_path, sig):
     results = tmp_path / "r.jsonl"
     lock = Path(str(results) + ".lock")
     args = [*BIG_VOCAB, "--zero", "1", "--micro-batch", "1,2"]
@@ -136,7 +137,7 @@ def test_ctrl_c_stops_the_running_trial_and_the_sweep_resumes_after_it(tmp_path)
                             stderr=subprocess.PIPE, text=True)
     pgid = wait_for(lambda: running_trial(lock), 120, "the first trial to start")
     wait_for(lambda: any("train_rank" in " ".join(p.cmdline()) for p in group_alive(pgid)), 60, "a rank process")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stdout + stderr

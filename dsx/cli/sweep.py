@@ -176,6 +176,12 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
             problem = configuration.problem(nvme_path)
             click.echo(f"{i:3d}. {configuration.label}" + (f"  (skipped: {problem})" if problem else ""))
         return
+    import signal
+
+    def stop(signum, frame):  # a scheduler's or `timeout`'s SIGTERM stops the sweep like Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         outcome = _run_with_progress(spec, len(configurations))
     except SweepError as exc:
