@@ -31,6 +31,8 @@ done
 wait
 echo "ops built after $(( $(date +%s) - start )) s" >>"$log"
 
+# keep copies in $OUT as rows arrive: if the command is cut short, what was measured still comes back
+( while sleep 15; do cp "$dir"/*.jsonl "$out"/ 2>/dev/null; cp "$log" "$out"/ 2>/dev/null; done ) &
 left() { echo $(( budget - ($(date +%s) - start) )); }
 sweep() { echo "+ dsx sweep $*" >>"$log"; timeout -s INT "$(left)" python3 -m dsx sweep "$@" >>"$log" 2>&1; echo "exit $?" >>"$log"; }
 
