@@ -613,7 +613,8 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
     # ---- overhead
     flop_seconds = (check or {}).get("seconds")
     now = time.time()
-    proc_start = process_start_time()
+    # A sweep runs many trials in one dsx process: its trials count from their own start, not the process's.
+    proc_start = process_start_time() if request.sweep is None else None
     warm = [sum(r.get("warmup_step_time_s") or []) for r in present]
     timed = [sum(r.get("step_time_s") or []) for r in present]
     overhead = Overhead(

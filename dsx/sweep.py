@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import signal
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from collections.abc import Callable
@@ -430,7 +431,7 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
     from dsx.run import RunRefused, execute, prepare, resolve_trial
 
     results_path = Path(spec.results)
-    preflight(spec)  # a sweep dsx would refuse entirely fails before it takes the lock
+    refused = preflight(spec)  # a sweep dsx would refuse entirely fails before it takes the lock
     lock = SweepLock(results_path)
     left = lock.acquire()
     outcome = SweepRun(spec=spec)
@@ -446,6 +447,7 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
             def probe(micro_batch: int, search: str) -> str:
                 number = next(counter)
                 request = run_request(spec, configuration, micro_batch, search)
+                request.entered_at = time.time()
                 if number in spec.inject:
                     request.inject_failure = spec.inject[number]
                 try:
@@ -479,7 +481,6 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
                 return {"ok": "fit", "oom": "oom"}.get(status, "fail")
             return probe
 
-        refused = preflight(spec)
         for index, configuration in enumerate(spec.configurations(), start=1):
             result = ConfigurationResult(configuration)
             outcome.results.append(result)

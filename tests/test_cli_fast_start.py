@@ -1,4 +1,5 @@
-"""`dsx --help`, `dsx config`, `dsx validate` and `dsx schema` must never import torch or deepspeed."""
+"""`dsx --help`, `dsx config`, `dsx validate`, `dsx schema` and the other commands' --help must never import torch
+or deepspeed."""
 
 import subprocess
 import sys
@@ -25,6 +26,9 @@ print("HEAVY:" + ",".join(heavy))
     ["validate", "ds_configs/zero3-offload.json"],
     ["validate", "--json", "tests/fixtures/configs/hf_trainer_zero3_auto.json", "--hf"],
     ["schema"],
+    ["run", "--help"],
+    ["sweep", "--help"],
+    ["report", "--help"],
 ])
 def test_light_commands_do_not_import_torch_or_deepspeed(args):
     out = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], cwd=ROOT, capture_output=True, text=True)

@@ -70,6 +70,8 @@ def test_auto_finds_the_oom_boundary_under_a_memory_cap_and_a_rerun_runs_nothing
         assert row.memory_cap == 1 << 30 and row.memory.capacity == 1 << 30
         assert row.memory.capacity_source == "--memory-cap (RLIMIT_DATA of each CPU rank, set after the imports)"
         assert row.overhead.device_seconds > 0 and row.model.dims["vocab_size"] == 32000
+        assert row.overhead.dsx_startup_s is None  # trials of one sweep share the dsx process
+        assert row.overhead.device_seconds <= row.overhead.total_s < row.overhead.device_seconds + 30
         assert row.command[:4] == ["dsx", "run", "--model", "gpt2-tiny"] and "--memory-cap" in row.command
         if row.status == "oom":
             assert "DefaultCPUAllocator: can't allocate memory" in row.error
