@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from dsx import leftovers
+
 ROOT = Path(__file__).resolve().parent.parent
 RANK_SCRIPT = ROOT / "launch" / "train_rank.py"
 
@@ -53,6 +55,9 @@ class LaunchPlan:
     """What dsx chose and why, in plain words (printed by --dry-run and kept in the row)."""
     env_changes: dict[str, str | None] = field(default_factory=dict)
     """Differences from the caller's environment: name -> new value, or None where dsx removed it."""
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    """Where rank 0 listens; also names the job's shared-memory buffers (see dsx.leftovers)."""
 
     def command_line(self) -> str:
         return shlex.join(self.argv)
@@ -174,7 +179,8 @@ def build_launch(*, plan_json: str, world_size: int, device: str, master_port: i
         paths = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if str(ROOT) not in paths:
             setenv("PYTHONPATH", os.pathsep.join([str(ROOT), *paths]))
-    return LaunchPlan(argv=argv, env=env, cwd=cwd, notes=notes, env_changes=changes)
+    return LaunchPlan(argv=argv, env=env, cwd=cwd, notes=notes, env_changes=changes, master_addr=master_addr,
+                      master_port=master_port)
 
 
 # ------------------------------------------------------------------------------------------- starting processes
@@ -191,6 +197,8 @@ class Completed:
     log_path: str | None
     tail: str
     """The last lines of the launcher's output (all ranks)."""
+    cleaned: list[str] = field(default_factory=list)
+    """What dsx removed that earlier or this job's processes left behind (see dsx.leftovers)."""
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
@@ -220,6 +228,7 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
     """Start the plan in a new process group, send its output (all ranks) to `log_path` (and the terminal with
     echo), wait. On timeout or Ctrl-C the whole group is killed; Ctrl-C is re-raised after that.
     `on_start(pgid)` is called right after the start (the group id is the launcher's pid)."""
+    cleaned = _remove_leftovers(plan, before=True)
     log = open(log_path, "ab") if log_path else None
     tail: list[bytes] = []
     started = time.time()
@@ -257,10 +266,28 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
         reader.join(timeout=5)
         if log:
             log.close()
+        cleaned += _remove_leftovers(plan, before=False)
     ended = time.time()
     return Completed(returncode=None if timed_out else proc.returncode, timed_out=timed_out, started=started,
                      ended=ended, log_path=str(log_path) if log_path else None,
-                     tail=b"".join(tail).decode("utf-8", "replace"))
+                     tail=b"".join(tail).decode("utf-8", "replace"), cleaned=cleaned)
+
+
+def _remove_leftovers(plan: LaunchPlan, before: bool) -> list[str]:
+    """Before a start: stale JIT-build locks (a rank waiting on one never starts) and buffers under this job's
+    port. After the job: its shared-memory buffers, which DeepSpeed never unlinks. Returns what was removed."""
+    messages = []
+    if before:
+        locks = leftovers.remove(leftovers.stale_jit_locks(leftovers.extensions_dir(plan.env)))
+        if locks:
+            messages.append("removed stale JIT-build lock(s) no live process held (a killed process left them; "
+                            "loading the op would have waited forever): " + ", ".join(map(str, locks)))
+    if plan.master_port is not None and plan.env.get("DS_ACCELERATOR") == "cpu":
+        buffers = leftovers.remove(leftovers.shm_buffers(plan.master_addr, plan.master_port))
+        if buffers and before:
+            messages.append(f"removed {len(buffers)} stale DeepSpeed shared-memory buffer(s) of an earlier job on "
+                            f"port {plan.master_port}")
+    return messages
 
 
 def capture(argv: Sequence[str], timeout_s: float = 15.0) -> tuple[int | None, str]:

@@ -406,6 +406,11 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
     from dsx.models import count_params
 
     gpus = probe_gpus(env) if device == "cuda" else []
+    if device == "cpu":
+        from dsx.leftovers import shm_shortfall
+
+        if shortfall := shm_shortfall(world):
+            raise RunRefused(shortfall)
     run_id = uuid.uuid4().hex
     results = Path(request.results)
     run_dir = (results.parent / results.stem / run_id).resolve()
@@ -641,7 +646,8 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
     versions = package_versions()
     ran = next((r.get("versions") for r in present if r.get("versions")), None) or {}
     versions.update({k: v for k, v in ran.items() if v})
-    notes = list(dict.fromkeys(prepared.notes + [n for r in present for n in r.get("notes") or []]))
+    notes = list(dict.fromkeys(prepared.notes + [n for r in present for n in r.get("notes") or []]
+                               + getattr(completed, "cleaned", [])))
     seen = {r.get("params_seen") for r in present if r.get("params_seen") is not None}
     if prepared.params is not None and seen and seen != {prepared.params}:
         notes.append(f"the ranks' models hold {sorted(seen)} parameters, the meta-device count says "

@@ -28,6 +28,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from dsx import leftovers
 from dsx.results import config_hash, read_rows
 
 AUTO = "auto"
@@ -295,8 +296,24 @@ def reap_orphans(left: dict) -> str | None:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         return None
+    deadline = time.monotonic() + 10  # the kernel unmaps a killed process's memory as it dies: wait for that
+    while time.monotonic() < deadline and any(_alive(p) for p in members):
+        time.sleep(0.1)
+    # The killed ranks' shared-memory buffers and any JIT-build lock they held die with them only on disk.
+    leftovers.remove(leftovers.stale_shm_buffers())
+    leftovers.remove(leftovers.stale_jit_locks(leftovers.extensions_dir(os.environ)))
     return (f"stopped {len(ours)} process(es) of the trial a killed dsx sweep left running (process group {pgid}, "
             f"{left.get('run_dir')}); that trial runs again")
+
+
+def _alive(proc) -> bool:
+    """Running (a zombie has already released its memory; waiting for it is its parent's business)."""
+    import psutil
+
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def done_rows(results: Path, retry_failed: bool) -> dict[str, dict]:

@@ -57,6 +57,10 @@ def single_process_group():
     import deepspeed
     import torch.distributed as dist
 
+    from dsx import leftovers
+
+    # init_distributed loads the JIT-built shm op; a lock left by a killed subprocess would make it wait forever
+    leftovers.remove(leftovers.stale_jit_locks(leftovers.extensions_dir(os.environ)))
     with pytest.MonkeyPatch.context() as env:
         for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0",
                            "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():

@@ -30,13 +30,20 @@ def results(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("runs") / "runs.jsonl"
 
 
+def shm_buffers() -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*")}
+
+
 def dsx_run(results: Path, *args: str, timeout: float = 400) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    """Run `dsx run ARGS --results RESULTS`; (the process, the rows it appended)."""
+    """Run `dsx run ARGS --results RESULTS`; (the process, the rows it appended). Checks that the run left no
+    DeepSpeed shared-memory buffer behind (DeepSpeed's CPU ranks never unlink theirs; dsx removes them)."""
+    buffers = shm_buffers()
     before = len(read_rows(results))
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DSX_DEBUG")}
     env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
     out = subprocess.run([sys.executable, "-m", "dsx", "run", *args, "--results", str(results)],
                          cwd=results.parent, env=env, capture_output=True, text=True, timeout=timeout)
+    assert shm_buffers() <= buffers, "the run left its /dev/shm allreduce buffers behind"
     return out, read_rows(results)[before:]
 
 

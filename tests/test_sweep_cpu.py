@@ -41,6 +41,10 @@ def sweep_argv(results: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "dsx", "sweep", *args, "--results", str(results)]
 
 
+def shm_buffers() -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*")}
+
+
 def dsx_sweep(results: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     out = subprocess.run(sweep_argv(results, *args), cwd=results.parent, env=env(), capture_output=True, text=True,
                          timeout=timeout)
@@ -135,6 +139,7 @@ def test_ctrl_c_or_sigterm_stops_the_running_trial_and_the_sweep_resumes_after_i
     results = tmp_path / "r.jsonl"
     lock = Path(str(results) + ".lock")
     args = [*BIG_VOCAB, "--zero", "1", "--micro-batch", "1,2"]
+    buffers = shm_buffers()
     proc = subprocess.Popen(sweep_argv(results, *args), cwd=tmp_path, env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     pgid = wait_for(lambda: running_trial(lock), 120, "the first trial to start")
@@ -147,6 +152,7 @@ def test_ctrl_c_or_sigterm_stops_the_running_trial_and_the_sweep_resumes_after_i
         in stderr
     assert group_alive(pgid) == []
     assert read_rows(results) == [] and running_trial(lock) is None
+    assert shm_buffers() <= buffers, "the stopped trial's /dev/shm buffers were not removed"
 
     out = dsx_sweep(results, *args)
     assert out.returncode == 0 and [r["status"] for r in read_rows(results)] == ["ok", "ok"]
@@ -156,6 +162,7 @@ def test_after_a_sigkill_of_dsx_the_next_run_reaps_the_orphaned_trial_and_loses_
     results = tmp_path / "r.jsonl"
     lock = Path(str(results) + ".lock")
     args = [*BIG_VOCAB, "--zero", "1", "--micro-batch", "1,2,3"]
+    buffers = shm_buffers()
     proc = subprocess.Popen(sweep_argv(results, *args), cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     wait_for(lambda: len(read_rows(results)) == 1, 300, "the first row")
@@ -174,3 +181,4 @@ def test_after_a_sigkill_of_dsx_the_next_run_reaps_the_orphaned_trial_and_loses_
     assert [r["micro_batch"] for r in rows] == [1, 2, 3] and {r["status"] for r in rows} == {"ok"}
     assert max(Counter(r["trial_key"] for r in rows).values()) == 1
     assert "1 already done" in out.stdout
+    assert shm_buffers() <= buffers, "the orphaned trial's /dev/shm buffers were not removed"
