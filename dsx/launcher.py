@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from dsx import leftovers
 
@@ -58,13 +58,20 @@ class LaunchPlan:
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
     """Where rank 0 listens; also names the job's shared-memory buffers (see dsx.leftovers)."""
+    node_argvs: list[list[str]] = field(default_factory=list)
+    """--launcher no-ssh: one runner command per node (all on this machine), started together; argv is the first."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Files the launch needs (path -> content), written by the caller before run_plan: the .deepspeed_env."""
 
     def command_line(self) -> str:
-        return shlex.join(self.argv)
+        return "\n".join(shlex.join(argv) for argv in self.node_argvs or [self.argv])
 
     def describe(self) -> str:
-        """Human-readable: the command line, the environment changes, the notes."""
+        """Human-readable: the command line(s), files written, the environment changes, the notes."""
         lines = [f"cd {shlex.quote(self.cwd)}", self.command_line()]
+        for path, text in self.files.items():
+            lines.append(f"file {path}:")
+            lines += [f"  {line}" for line in text.splitlines()]
         if self.env_changes:
             lines.append("environment changes:")
             for key in sorted(self.env_changes):
@@ -115,11 +122,91 @@ def clean_arch_list(value: str | None, capabilities: Sequence[tuple[int, int]] |
     return derived, f"{why}; the ranks get TORCH_CUDA_ARCH_LIST={derived!r} (architecture suffixes dropped)"
 
 
-def build_launch(*, plan_json: str, world_size: int, device: str, master_port: int, base_env: Mapping[str, str],
-                 cwd: str, python: str = sys.executable, gpu_capabilities: Sequence[tuple[int, int]] | None = None,
-                 cpu_count: int | None = None, master_addr: str = "127.0.0.1") -> LaunchPlan:
-    """The launcher command line and the child environment for one single-node run. Pure: reads only its
-    arguments (pass os.environ as base_env), changes nothing."""
+LAUNCHERS = ("pdsh", "openmpi", "slurm", "no-ssh")
+
+# Variables the ranks on other nodes need and DeepSpeed's runner does not forward (it forwards PYTHON*, MLFLOW*, MV2*,
+# UCX* and the accelerator's own, runner.py EXPORT_ENVS): they go into the .deepspeed_env dsx writes.
+_REMOTE_ENV = ("PATH", "PYTHONPATH", "TORCH_EXTENSIONS_DIR", "DS_ACCELERATOR", "OMP_NUM_THREADS",
+               "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "LD_LIBRARY_PATH", "HF_HOME", "TRANSFORMERS_OFFLINE")
+_REMOTE_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "DSX_")
+
+
+@dataclass
+class Nodes:
+    """A launch over a hostfile: DeepSpeed's multi-node path (or one runner per node with --launcher no-ssh)."""
+
+    hostfile: str
+    layout: Any
+    """dsx.hostfile.Layout: the ranks DeepSpeed will start, node by node."""
+    launcher: str = "pdsh"
+    include: str | None = None
+    exclude: str | None = None
+    num_nodes: int | None = None
+    num_gpus: int | None = None
+    ssh_port: int | None = None
+    env_file: str | None = None
+    """Absolute path for the .deepspeed_env dsx writes (passed to the runner as DS_ENV_FILE)."""
+
+
+def _node_filter_args(nodes: Nodes) -> list[str]:
+    args = []
+    if nodes.include:
+        args += ["--include", nodes.include]
+    if nodes.exclude:
+        args += ["--exclude", nodes.exclude]
+    if nodes.num_nodes is not None:
+        args += ["--num_nodes", str(nodes.num_nodes)]
+    if nodes.num_gpus is not None:
+        args += ["--num_gpus", str(nodes.num_gpus)]
+    return args
+
+
+def remote_environment(env: Mapping[str, str], python: str) -> dict[str, str]:
+    """What ranks on other nodes must see that the runner would not send: the venv's bin first on PATH (JIT builds
+    need its ninja), dsx on PYTHONPATH, the JIT cache, the accelerator and thread settings, NCCL/GLOO variables."""
+    out = {key: env[key] for key in _REMOTE_ENV if env.get(key)}
+    out.update({key: value for key, value in env.items() if key.startswith(_REMOTE_PREFIXES) and value})
+    venv_bin = str(Path(python).parent)
+    paths = [p for p in out.get("PATH", "").split(os.pathsep) if p]
+    out["PATH"] = os.pathsep.join([venv_bin, *[p for p in paths if p != venv_bin]])
+    return out
+
+
+def ssh_check_argv(host: str, env: Mapping[str, str], ssh_port: int | None) -> list[str]:
+    """`ssh HOST true` with the options pdsh will use (PDSH_SSH_ARGS_APPEND, the port), never asking for a password
+    and giving up after 10 s: the reachability check dsx runs for every node before a pdsh/openmpi launch."""
+    argv = ["ssh", *shlex.split(env.get("PDSH_SSH_ARGS_APPEND", ""))]
+    if ssh_port is not None:
+        argv += ["-p", str(ssh_port)]
+    return argv + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "--", host, "true"]
+
+
+def user_rank_command(command: Sequence[str]) -> tuple[list[str], bool]:
+    """(what follows the runner's options, whether it needs --no_python) for a user's `python train.py ARGS` or
+    `train.py ARGS` or `some-program ARGS`: the runner itself runs a script with its own interpreter."""
+    command = list(command)
+    if not command:
+        raise LaunchError("no command to launch: give it after --, e.g. -- python train.py")
+    first = Path(command[0]).name
+    if re.fullmatch(r"python(\d+(\.\d+)?)?", first) or command[0] == sys.executable:
+        command = command[1:]
+        if not command or command[0].startswith("-"):
+            raise LaunchError("dsx launch runs a script: -- python SCRIPT.py ARGS (python's own options such as "
+                              "-m or -c are not supported by DeepSpeed's runner)")
+        return command, False
+    if command[0].endswith(".py"):
+        return command, False
+    return command, True
+
+
+def build_launch(*, plan_json: str | None = None, world_size: int, device: str, master_port: int,
+                 base_env: Mapping[str, str], cwd: str, python: str = sys.executable,
+                 gpu_capabilities: Sequence[tuple[int, int]] | None = None, cpu_count: int | None = None,
+                 master_addr: str = "127.0.0.1", nodes: Nodes | None = None,
+                 user_command: Sequence[str] | None = None) -> LaunchPlan:
+    """The launcher command line and the child environment for a run (one node, or the nodes of a hostfile) of
+    dsx's rank script with its plan (plan_json), or of a user's command (dsx launch).
+    Pure: reads only its arguments (pass os.environ as base_env), changes nothing."""
     if world_size < 1:
         raise LaunchError(f"world size must be at least 1, got {world_size}")
     if device not in ("cuda", "cpu"):
@@ -139,7 +226,20 @@ def build_launch(*, plan_json: str, world_size: int, device: str, master_port: i
 
     argv = [python, "-u", "-m", "deepspeed.launcher.runner"]
     visible = base_env.get("CUDA_VISIBLE_DEVICES", "").strip()
-    if device == "cuda" and visible:
+    if nodes is not None:
+        if world_size != nodes.layout.world_size:
+            raise LaunchError(f"world size {world_size} but the hostfile selection has {nodes.layout.world_size} "
+                              "ranks")
+        argv += ["--hostfile", nodes.hostfile, *_node_filter_args(nodes)]
+        if nodes.launcher != "no-ssh":
+            # dsx has checked every node over ssh itself (the runner's check asks only the first, without pdsh's
+            # ssh options)
+            argv += ["--launcher", nodes.launcher, "--no_ssh_check"]
+            if nodes.ssh_port is not None:
+                argv += ["--ssh_port", str(nodes.ssh_port)]
+        notes.append(f"{nodes.layout.num_nodes} node(s) from {nodes.hostfile} through DeepSpeed's runner "
+                     f"(--launcher {nodes.launcher}), world size {world_size}, master {master_addr}:{master_port}")
+    elif device == "cuda" and visible:
         ids = [v.strip() for v in visible.split(",") if v.strip()]
         if not all(i.isdigit() for i in ids):
             raise LaunchError(f"CUDA_VISIBLE_DEVICES={visible!r} names GPUs by UUID; DeepSpeed's launcher only "
@@ -152,8 +252,20 @@ def build_launch(*, plan_json: str, world_size: int, device: str, master_port: i
         argv += ["--num_gpus", str(world_size), "--num_nodes", "1"]
         if device == "cuda":
             notes.append(f"GPUs 0..{world_size - 1}, one rank each, NCCL" if world_size > 1 else "GPU 0, one rank")
-    argv += ["--master_addr", master_addr, "--master_port", str(master_port), "--no_local_rank",
-             str(RANK_SCRIPT), "--plan-json", str(plan_json)]
+    argv += ["--master_addr", master_addr, "--master_port", str(master_port)]
+    if user_command is not None:
+        rank_command, no_python = user_rank_command(user_command)
+        argv += ["--no_python"] if no_python else []
+    else:
+        argv += ["--no_local_rank"]
+        rank_command = [str(RANK_SCRIPT), "--plan-json", str(plan_json)]
+    node_argvs = []
+    if nodes is not None and nodes.launcher == "no-ssh":
+        node_argvs = [argv + ["--no_ssh", "--node_rank", str(i)] + rank_command
+                      for i in range(nodes.layout.num_nodes)]
+        argv = node_argvs[0]
+    else:
+        argv += rank_command
 
     if device == "cpu":
         setenv("DS_ACCELERATOR", "cpu")
@@ -173,14 +285,37 @@ def build_launch(*, plan_json: str, world_size: int, device: str, master_port: i
     else:
         notes.append("TORCH_EXTENSIONS_DIR is not set: JIT-built ops go to ~/.cache/torch_extensions")
 
+    # The ranks find ninja and the compiler wrappers on PATH for JIT builds, and torch rebuilds an op when the
+    # build environment changed (measured: every op again when PATH lost the venv's bin). Remote ranks get the
+    # venv's bin first (remote_environment), so local ranks get the same: one build serves every launch.
+    venv_bin = str(Path(python).parent)
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p]
+    if not path or path[0] != venv_bin:
+        setenv("PATH", os.pathsep.join([venv_bin, *[p for p in path if p != venv_bin]]))
+
     # The rank script imports dsx. From an installed dsx that just works; from a source checkout it needs the
     # checkout on sys.path (the script's own folder, launch/, is what Python puts first).
     if ROOT.name != "site-packages":
         paths = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if str(ROOT) not in paths:
             setenv("PYTHONPATH", os.pathsep.join([str(ROOT), *paths]))
+    files: dict[str, str] = {}
+    if nodes is not None and nodes.launcher != "no-ssh":
+        from dsx.hostfile import deepspeed_env_text
+
+        if not nodes.env_file:
+            raise LaunchError("a multi-node launch needs a path for its .deepspeed_env")
+        remote = remote_environment(env, python)
+        try:
+            files[nodes.env_file] = deepspeed_env_text(remote)
+        except ValueError as exc:
+            raise LaunchError(f"{exc}: unset or change it for a multi-node run") from None
+        setenv("DS_ENV_FILE", nodes.env_file)
+        notes.append(f"ranks on the other nodes get {', '.join(remote)} from {nodes.env_file} (DeepSpeed's runner "
+                     "forwards only PYTHON*/MLFLOW*/MV2*/UCX* variables itself); the results folder must be on a "
+                     "filesystem every node shares")
     return LaunchPlan(argv=argv, env=env, cwd=cwd, notes=notes, env_changes=changes, master_addr=master_addr,
-                      master_port=master_port)
+                      master_port=master_port, node_argvs=node_argvs, files=files)
 
 
 # ------------------------------------------------------------------------------------------- starting processes
@@ -201,10 +336,10 @@ class Completed:
     """What dsx removed that earlier or this job's processes left behind (see dsx.leftovers)."""
 
 
-def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the whole process group (runner, launch.py, every rank), then SIGKILL what is left."""
+def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
+    """SIGTERM the whole process group (runner(s), launch.py, every rank), then SIGKILL what is left."""
     try:
-        pgid = os.getpgid(proc.pid)
+        pgid = os.getpgid(procs[0].pid)
     except ProcessLookupError:
         return
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
@@ -214,61 +349,91 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
+            for proc in procs:
+                proc.poll()  # reap our own children, or the group never empties
             try:
                 os.killpg(pgid, 0)  # anything left in the group?
             except ProcessLookupError:
-                proc.poll()
                 return
-            proc.poll()
             time.sleep(0.1)
+
+
+NODE_FAILURE_GRACE_S = 60.0
+"""--launcher no-ssh: after one node's launcher fails, how long the others get to notice (their ranks lose a peer
+and exit) before the whole group is killed, so a failure never hangs the job."""
 
 
 def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathLike | None = None,
              echo: bool = False, tail_lines: int = 40, on_start=None) -> Completed:
-    """Start the plan in a new process group, send its output (all ranks) to `log_path` (and the terminal with
-    echo), wait. On timeout or Ctrl-C the whole group is killed; Ctrl-C is re-raised after that.
-    `on_start(pgid)` is called right after the start (the group id is the launcher's pid)."""
+    """Start the plan in a new process group (with --launcher no-ssh: every node's runner, in the same group), send
+    its output (all ranks) to `log_path` (and the terminal with echo), wait. On timeout or Ctrl-C the whole group is
+    killed; Ctrl-C is re-raised after that. `on_start(pgid)` is called right after the start."""
     cleaned = _remove_leftovers(plan, before=True)
     log = open(log_path, "ab") if log_path else None
     tail: list[bytes] = []
+    lock = threading.Lock()
     started = time.time()
-    proc = subprocess.Popen(plan.argv, env=plan.env, cwd=plan.cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    procs: list[subprocess.Popen] = []
+    commands = plan.node_argvs or [plan.argv]
+    for argv in commands:
+        # one command: its own session; several: one new process group in this session (a group cannot span
+        # sessions), so killpg stops them all
+        if procs:
+            group = {"process_group": procs[0].pid}
+        else:
+            group = {"start_new_session": True} if len(commands) == 1 else {"process_group": 0}
+        procs.append(subprocess.Popen(argv, env=plan.env, cwd=plan.cwd, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **group))
     if on_start is not None:
-        on_start(proc.pid)
+        on_start(procs[0].pid)
 
-    def pump() -> None:
+    def pump(proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
         for line in iter(proc.stdout.readline, b""):
-            if log:
-                log.write(line)
-                log.flush()
-            if echo:
-                sys.stderr.buffer.write(line)
-                sys.stderr.flush()
-            tail.append(line)
-            if len(tail) > tail_lines:
-                del tail[0]
+            with lock:
+                if log:
+                    log.write(line)
+                    log.flush()
+                if echo:
+                    sys.stderr.buffer.write(line)
+                    sys.stderr.flush()
+                tail.append(line)
+                if len(tail) > tail_lines:
+                    del tail[0]
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=pump, args=(proc,), daemon=True) for proc in procs]
+    for reader in readers:
+        reader.start()
     timed_out = False
+    deadline = time.monotonic() + timeout_s if timeout_s and timeout_s > 0 else None
     try:
         try:
-            proc.wait(timeout=timeout_s if timeout_s and timeout_s > 0 else None)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-    except BaseException:  # Ctrl-C or anything else: leave no rank behind
-        _kill_group(proc, grace_s=5.0)
-        raise
+            failed_at = None
+            while any(proc.poll() is None for proc in procs):
+                now = time.monotonic()
+                if deadline is not None and now > deadline:
+                    timed_out = True
+                    _kill_group(procs)
+                    break
+                if failed_at is None and any(proc.returncode for proc in procs):
+                    failed_at = now
+                if failed_at is not None and now - failed_at > NODE_FAILURE_GRACE_S:
+                    _kill_group(procs)
+                    break
+                time.sleep(0.1)
+        except BaseException:  # Ctrl-C or anything else: leave no rank behind
+            _kill_group(procs, grace_s=5.0)
+            raise
     finally:
-        reader.join(timeout=5)
+        for reader in readers:
+            reader.join(timeout=5)
         if log:
             log.close()
         cleaned += _remove_leftovers(plan, before=False)
     ended = time.time()
-    return Completed(returncode=None if timed_out else proc.returncode, timed_out=timed_out, started=started,
+    codes = [proc.returncode for proc in procs]
+    returncode = None if timed_out else next((c for c in codes if c), codes[0])
+    return Completed(returncode=returncode, timed_out=timed_out, started=started,
                      ended=ended, log_path=str(log_path) if log_path else None,
                      tail=b"".join(tail).decode("utf-8", "replace"), cleaned=cleaned)
 

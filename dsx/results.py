@@ -134,6 +134,8 @@ class RankResult(_Row):
     done."""
     error: str | None = None
     host: str | None = None
+    node_rank: int | None = None
+    """The node the rank ran on (DeepSpeed's CROSS_RANK: 0 on one node; None in rows of older dsx)."""
     device: str | None = None
     step_time_s: list[float] = Field(default_factory=list)
     loss: list[float] = Field(default_factory=list)
@@ -193,6 +195,19 @@ class SweepInfo(_Row):
     """How the micro-batch was chosen: given (fixed), or a step of the --micro-batch auto search."""
 
 
+class NodesInfo(_Row):
+    """A run over the nodes of a hostfile."""
+
+    hostfile: str
+    launcher: str
+    hosts: list[str]
+    """The selected hosts, in node-rank order."""
+    ranks_per_node: list[int]
+    master_addr: str
+    host_rss_peak: dict[str, int | None] = Field(default_factory=dict)
+    """Bytes: the sum over each node's ranks of their peak RSS, by host (what the node's RAM had to hold)."""
+
+
 class RunRow(_Row):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -231,6 +246,8 @@ class RunRow(_Row):
     vocab pad), toggles, device, world size, steps, warm-up and memory cap. `dsx sweep` skips trials whose key
     already has a row."""
     sweep: SweepInfo | None = None
+    nodes: NodesInfo | None = None
+    """Set for runs over a hostfile (`--hostfile`)."""
     command: list[str]
     """The dsx argv as run."""
     run_dir: str | None = None

@@ -27,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dsx.launcher import LaunchError, LaunchPlan, build_launch, capture, run_plan
+from dsx.launcher import LaunchError, LaunchPlan, Nodes, build_launch, capture, run_plan
 from dsx.results import (
-    MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, Overhead, RankMemory, RankResult, RunRow, StepTime, SweepInfo,
+    MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow, StepTime, SweepInfo,
     Toggles, Versions, append_row, config_hash,
 )
 
@@ -77,6 +77,18 @@ class RunRequest:
     """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
     sweep: dict[str, Any] | None = None
     """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
+    hostfile: str | None = None
+    """Run over the nodes of a DeepSpeed hostfile (then `gpus` is the runner's --num_gpus: ranks per node)."""
+    launcher: str = "pdsh"
+    """DeepSpeed's multi-node launcher: pdsh | openmpi | slurm | no-ssh (one runner per node, all on this machine)."""
+    include: str | None = None
+    exclude: str | None = None
+    num_nodes: int | None = None
+    master_addr: str | None = None
+    """Default: 127.0.0.1 on one node, else the first selected host."""
+    master_port: int | None = None
+    """Default: a port free on this machine."""
+    ssh_port: int | None = None
 
 
 @dataclass
@@ -93,6 +105,8 @@ class Trial:
     grad_accum: int
     notes: list[str]
     key: str
+    layout: Any = None
+    """dsx.hostfile.Layout of a hostfile run, else None."""
 
 
 @dataclass
@@ -118,6 +132,7 @@ class Prepared:
     entered_at: float
     trial_key: str = ""
     prepared_at: float = 0.0
+    layout: Any = None
 
 
 # ----------------------------------------------------------------------------------------------- environment
@@ -320,9 +335,11 @@ def precision_of(config: dict) -> str:
 # ----------------------------------------------------------------------------------------------- prepare
 
 
-def trial_key(config: dict, resolved: Any, request: RunRequest, device: str, world_size: int) -> str:
+def trial_key(config: dict, resolved: Any, request: RunRequest, device: str, world_size: int,
+              layout: Any = None) -> str:
     """What makes two runs the same trial (see RunRow.trial_key); the micro-batch is inside the config."""
-    return config_hash({
+    nodes = {"nodes": layout.selection, "launcher": request.launcher} if layout is not None else {}
+    return config_hash({**nodes,
         "ds_config": config, "model": resolved.name, "overrides": resolved.overrides, "seq_len": resolved.seq_len,
         "vocab_pad": resolved.vocab_pad, "toggles": {"tf32": request.tf32, "compile": request.compile,
                                                      "attn": request.attn, "act_ckpt": request.act_ckpt},
@@ -358,9 +375,22 @@ def resolve_trial(request: RunRequest) -> Trial:
     if not ok:
         raise RunRefused(f"--attn {request.attn} is unavailable here: {reason}")
 
+    if not request.hostfile:
+        given = [flag for flag, value in (("--include", request.include), ("--exclude", request.exclude),
+                                          ("--num-nodes", request.num_nodes), ("--ssh-port", request.ssh_port),
+                                          ("--launcher", request.launcher != "pdsh")) if value]
+        if given:
+            raise RunRefused(f"{', '.join(given)} need(s) --hostfile")
     device, visible = detect_device()
     notes: list[str] = []
-    if device == "cuda":
+    layout = resolve_nodes(request.hostfile, launcher=request.launcher, include=request.include,
+                           exclude=request.exclude, num_nodes=request.num_nodes,
+                           gpus=request.gpus) if request.hostfile else None
+    if layout is not None:
+        world = layout.world_size
+        if device == "cuda" and max(len(slots) for slots in layout.selection.values()) > visible:
+            notes.append(f"this machine has {visible} GPU(s); the hostfile gives a node more slots than that")
+    elif device == "cuda":
         world = request.gpus if request.gpus is not None else visible
         if world > visible:
             raise RunRefused(f"--gpus {world} but only {visible} GPU(s) are visible")
@@ -391,12 +421,60 @@ def resolve_trial(request: RunRequest) -> Trial:
     return Trial(request=request, resolved=resolved, device=device, world_size=world, ds_config=config,
                  ds_config_source=source, micro_batch=batch.train_micro_batch_size_per_gpu,
                  grad_accum=batch.gradient_accumulation_steps, notes=notes,
-                 key=trial_key(config, resolved, request, device, world))
+                 key=trial_key(config, resolved, request, device, world, layout), layout=layout)
+
+
+def _is_this_machine(host: str) -> bool:
+    """Whether a hostfile name is this machine: a loopback address, one of its addresses, or its host name."""
+    import ipaddress
+    import socket
+
+    if host in ("localhost", socket.gethostname(), socket.getfqdn()):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if address.is_loopback:
+        return True
+    import psutil
+
+    return any(a.address.split("%")[0] == str(address) for addrs in psutil.net_if_addrs().values() for a in addrs)
+
+
+def resolve_nodes(hostfile: str, *, launcher: str = "pdsh", include: str | None = None, exclude: str | None = None,
+                  num_nodes: int | None = None, gpus: int | None = None):
+    """The hostfile's rank layout after --include/--exclude/--num-nodes/--gpus, checked; RunRefused otherwise."""
+    import shutil
+
+    from dsx.hostfile import HostfileError, Layout, read_hostfile, select
+    from dsx.launcher import LAUNCHERS
+
+    if launcher not in LAUNCHERS:
+        raise RunRefused(f"unknown --launcher {launcher!r} (known: {', '.join(LAUNCHERS)})")
+    try:
+        hosts = read_hostfile(hostfile)
+        layout = Layout.from_selection(select(hosts, include, exclude, num_nodes, gpus))
+    except HostfileError as exc:
+        raise RunRefused(str(exc)) from None
+    if launcher == "no-ssh":
+        remote = [host for host in layout.selection if not _is_this_machine(host)]
+        if remote:
+            raise RunRefused(f"--launcher no-ssh starts every node's launcher from this machine, but "
+                             f"{', '.join(remote)} is not this machine: use --launcher pdsh (or openmpi/slurm), or "
+                             "run DeepSpeed's runner with --no_ssh --node_rank N on each node yourself")
+    else:
+        tool = {"pdsh": "pdsh", "openmpi": "mpirun", "slurm": "srun"}[launcher]
+        if not shutil.which(tool):
+            raise RunRefused(f"--launcher {launcher} needs {tool} on PATH"
+                             + (" (Debian/Ubuntu: apt-get install pdsh)" if tool == "pdsh" else ""))
+    return layout
 
 
 def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
-            trial: Trial | None = None) -> Prepared:
-    """Everything up to the launch; writes the config and plan into the run folder. RunRefused on bad input."""
+            trial: Trial | None = None, check_nodes: bool = True) -> Prepared:
+    """Everything up to the launch; writes the config and plan into the run folder. RunRefused on bad input.
+    check_nodes=False (--dry-run) skips the ssh check of a hostfile's nodes."""
     entered = request.entered_at or time.time()
     env = dict(os.environ if env is None else env)
     cwd = cwd or os.getcwd()
@@ -433,12 +511,23 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:
         cpus = os.cpu_count() or 1
+    nodes = None
+    if trial.layout is not None:
+        if request.launcher in ("pdsh", "openmpi") and check_nodes:
+            check_ssh(trial.layout, env, request.ssh_port)
+        nodes = Nodes(hostfile=str(Path(request.hostfile).resolve()), layout=trial.layout, launcher=request.launcher,
+                      include=request.include, exclude=request.exclude, num_nodes=request.num_nodes,
+                      num_gpus=request.gpus, ssh_port=request.ssh_port, env_file=str(run_dir / "deepspeed_env"))
+    master_addr = request.master_addr or (next(iter(trial.layout.selection)) if trial.layout else "127.0.0.1")
     try:
-        launch = build_launch(plan_json=str(plan_path), world_size=world, device=device, master_port=free_port(),
-                              base_env=env, cwd=cwd, gpu_capabilities=[cc for _, cc in gpus if cc] or None,
-                              cpu_count=cpus)
+        launch = build_launch(plan_json=str(plan_path), world_size=world, device=device,
+                              master_port=request.master_port or free_port(), base_env=env, cwd=cwd,
+                              gpu_capabilities=[cc for _, cc in gpus if cc] or None, cpu_count=cpus,
+                              master_addr=master_addr, nodes=nodes)
     except LaunchError as exc:
         raise RunRefused(str(exc)) from None
+    for path, text in launch.files.items():
+        Path(path).write_text(text)
     try:
         params = count_params(resolved)
     except Exception:  # counting is informative only; never block a run on it
@@ -449,8 +538,21 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         ds_config=config, ds_config_source=trial.ds_config_source, config_path=config_path, plan_path=plan_path,
         launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
         precision=precision_of(config), gpu_names=[name for name, _ in gpus][:world], notes=notes + launch.notes,
-        entered_at=entered, trial_key=trial.key, prepared_at=time.time(),
+        entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout,
     )
+
+
+def check_ssh(layout: Any, env: dict[str, str], ssh_port: int | None) -> None:
+    """Every node answers `ssh NODE true` with pdsh's options, or RunRefused naming the first that does not: fails
+    in seconds where a launch would hang or die with a message about some other host."""
+    from dsx.launcher import ssh_check_argv
+
+    for host in layout.selection:
+        code, output = capture(ssh_check_argv(host, env, ssh_port), timeout_s=20)
+        if code != 0:
+            detail = " ".join(output.split())[-300:] or "no answer within 20 s"
+            raise RunRefused(f"host {host} is not reachable over ssh (ssh {host} true: {detail}); DeepSpeed's "
+                             "runner needs passwordless ssh to every node (PDSH_SSH_ARGS_APPEND, --ssh-port)")
 
 
 def describe_dry_run(prepared: Prepared) -> str:
@@ -461,7 +563,30 @@ def describe_dry_run(prepared: Prepared) -> str:
              f"grad-accum {prepared.grad_accum}, {prepared.precision}, model {prepared.resolved.name} "
              f"({prepared.params:,} parameters)" if prepared.params else ""]
     lines += [f"note: {n}" for n in prepared.notes if n not in prepared.launch.notes]
-    return "\n".join(line for line in lines if line)
+    lines = [line for line in lines if line]
+    if prepared.layout is not None:
+        lines += ["", prepared.layout.describe(), "", *node_commands(prepared)]
+    return "\n".join(lines)
+
+
+def node_commands(prepared: Prepared) -> list[str]:
+    """What DeepSpeed's runner starts on each node (launch.py with the node's rank), for --dry-run."""
+    import shlex
+
+    from dsx.hostfile import encode_world_info
+
+    launch = prepared.launch
+    if launch.node_argvs:
+        return ["each node's runner, started here together:"] + [shlex.join(a) for a in launch.node_argvs]
+    script = launch.argv[launch.argv.index("--no_local_rank") + 1:]
+    lines = [f"what the runner ({prepared.request.launcher}) runs on each node:"]
+    for node_rank, host in enumerate(prepared.layout.selection):
+        command = [launch.argv[0], "-u", "-m", "deepspeed.launcher.launch",
+                   f"--world_info={encode_world_info(prepared.layout.selection)}", f"--node_rank={node_rank}",
+                   f"--master_addr={launch.master_addr}", f"--master_port={launch.master_port}", "--no_local_rank",
+                   *script]
+        lines.append(f"  {host}: cd {shlex.quote(launch.cwd)}; {shlex.join(command)}")
+    return lines
 
 
 # ----------------------------------------------------------------------------------------------- gather
@@ -611,7 +736,8 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
                  "timed_done", "end"]
         spans = {f"{b}_s": times[b] - times[a] for a, b in zip(order, order[1:]) if a in times and b in times}
         ranks.append(RankResult(rank=i, status=r.get("status", "running"), phase=r.get("phase"),
-                                error=r.get("error"), host=r.get("host"), device=r.get("device"),
+                                error=r.get("error"), host=r.get("host"), node_rank=r.get("node_rank"),
+                                device=r.get("device"),
                                 step_time_s=r.get("step_time_s") or [], loss=r.get("loss") or [],
                                 timings_s=spans))
 
@@ -674,9 +800,28 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
         figures=figures, memory=memory, ranks=ranks, status=status, error=error, notes=notes, overhead=overhead,
         memory_cap=request.memory_cap, trial_key=prepared.trial_key or None,
-        sweep=SweepInfo(**request.sweep) if request.sweep else None,
+        sweep=SweepInfo(**request.sweep) if request.sweep else None, nodes=_nodes_info(prepared, raw),
         command=list(request.command), run_dir=str(prepared.run_dir),
     )
+
+
+def _nodes_info(prepared: Prepared, raw: list[dict | None]) -> NodesInfo | None:
+    layout = prepared.layout
+    if layout is None:
+        return None
+    hosts = list(layout.selection)
+    rss: dict[str, int | None] = {}
+    for placement in layout.ranks:
+        r = raw[placement.global_rank] if placement.global_rank < len(raw) else None
+        value = ((r or {}).get("memory") or {}).get("host_rss_peak")
+        if value is None:
+            rss.setdefault(placement.host, None)
+        else:
+            rss[placement.host] = (rss.get(placement.host) or 0) + value
+    return NodesInfo(hostfile=prepared.launch.argv[prepared.launch.argv.index("--hostfile") + 1],
+                     launcher=prepared.request.launcher, hosts=hosts,
+                     ranks_per_node=[len(slots) for slots in layout.selection.values()],
+                     master_addr=prepared.launch.master_addr, host_rss_peak=rss)
 
 
 def execute(prepared: Prepared, on_start=None) -> RunRow:

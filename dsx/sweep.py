@@ -127,6 +127,9 @@ class SweepSpec:
     retry_failed: bool = False
     inject: dict[int, str] = field(default_factory=dict)
     """Tests: trial number (1-based, in the order trials are launched) -> --inject-failure spec."""
+    nodes: dict[str, Any] = field(default_factory=dict)
+    """dsx run's multi-node options for every trial (hostfile, launcher, include, exclude, num_nodes, master_addr,
+    master_port, ssh_port), those given only."""
 
     def sweep_id(self) -> str:
         """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
@@ -134,7 +137,8 @@ class SweepSpec:
                 "one_at_a_time", "micro_batch", "mb_start", "mb_max", "mb_tolerance", "grad_accum", "steps",
                 "warmup", "overrides", "seq_len", "vocab_pad", "nvme_path", "optimizer", "lr", "ds_sets", "attn",
                 "tf32", "memory_cap")
-        return config_hash({k: getattr(self, k) for k in keys})[:16]
+        nodes = {"nodes": self.nodes} if self.nodes else {}  # ids of single-node sweeps stay as they were
+        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes})[:16]
 
     def vary_points(self) -> list[tuple[tuple[str, Any], ...]]:
         if not self.vary:
@@ -408,6 +412,7 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
         timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap,
         sweep={"sweep_id": spec.sweep_id(), "configuration": configuration.as_dict(), "label": configuration.label,
                "search": search},
+        **spec.nodes,
     )
     request.command = run_command(request)
     return request
@@ -437,6 +442,12 @@ def run_command(request) -> list[str]:
         argv += ["--attn", request.attn]
     if request.memory_cap is not None:
         argv += ["--memory-cap", str(request.memory_cap)]
+    if request.hostfile:
+        for key in ("hostfile", "launcher", "include", "exclude", "num_nodes", "master_addr", "master_port",
+                    "ssh_port"):
+            value = getattr(request, key)
+            if value is not None and not (key == "launcher" and value == "pdsh"):
+                argv += ["--" + key.replace("_", "-"), str(value)]
     argv += ["--results", request.results]
     return argv
 

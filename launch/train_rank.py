@@ -56,6 +56,7 @@ class Report:
         self.path = out_dir / f"rank-{rank}.json"
         self.data: dict = {
             "rank": rank, "local_rank": local_rank, "world_size": world_size, "host": socket.gethostname(),
+            "node_rank": int(os.environ["CROSS_RANK"]) if os.environ.get("CROSS_RANK") else None,
             "pid": os.getpid(), "status": "running", "phase": "started", "error": None, "traceback": None,
             "device": None, "gpu_name": None, "gpu_capability": None, "versions": {},
             "times": {"process_start": _process_start(), "started": time.time()},

@@ -52,8 +52,9 @@ def test_cpu_environment_selects_the_cpu_accelerator_and_splits_the_cores():
     p = plan("cpu", 2, env=base, cpu_count=8)
     assert p.env["DS_ACCELERATOR"] == "cpu"
     assert p.env["OMP_NUM_THREADS"] == "4"
-    assert p.env["TORCH_EXTENSIONS_DIR"] == "/cache/ext" and p.env["PATH"] == "/usr/bin"
-    assert p.env_changes == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "4", "PYTHONPATH": str(ROOT)}
+    assert p.env["TORCH_EXTENSIONS_DIR"] == "/cache/ext"
+    assert p.env_changes == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "4", "PYTHONPATH": str(ROOT),
+                             "PATH": f"{Path(PY).parent}:/usr/bin"}
     assert base == {"PATH": "/usr/bin", "TORCH_EXTENSIONS_DIR": "/cache/ext"}  # the caller's env is not touched
     assert any("gloo" in n for n in p.notes)
 
@@ -186,3 +187,66 @@ def test_run_and_doctor_help_do_not_import_torch_or_deepspeed():
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:", out.stderr
     assert "--inject-failure" not in out.stdout  # a test hook, hidden from users
+
+
+def test_the_interpreters_bin_goes_first_on_path_once():
+    """Local ranks see the PATH remote ranks get from .deepspeed_env: torch rebuilds JIT ops when it changes."""
+    assert plan(env={"PATH": f"/usr/bin:{Path(PY).parent}"}).env["PATH"] == f"{Path(PY).parent}:/usr/bin"
+    assert "PATH" not in plan(env={"PATH": f"{Path(PY).parent}:/usr/bin"}).env_changes
+
+
+def _nodes(launcher="pdsh", **kw):
+    from dsx.hostfile import Layout, select
+    from dsx.launcher import Nodes
+
+    layout = Layout.from_selection(select({"127.0.0.1": 1, "127.0.0.2": 1}))
+    return Nodes(hostfile="/h/hosts", layout=layout, launcher=launcher, env_file="/runs/x/deepspeed_env", **kw)
+
+
+def test_a_pdsh_launch_passes_the_hostfile_and_writes_the_remote_environment():
+    p = build_launch(plan_json="/runs/x/plan.json", world_size=2, device="cpu", master_port=29555,
+                     base_env={"PATH": "/usr/bin", "TORCH_EXTENSIONS_DIR": "/cache/ext", "NCCL_DEBUG": "INFO"},
+                     cwd="/work", python=PY, cpu_count=2, nodes=_nodes(ssh_port=2222))
+    assert p.argv == [PY, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", "/h/hosts", "--launcher", "pdsh",
+                      "--no_ssh_check", "--ssh_port", "2222", "--master_addr", "127.0.0.1", "--master_port", "29555",
+                      "--no_local_rank", str(RANK_SCRIPT), "--plan-json", "/runs/x/plan.json"]
+    assert p.env["DS_ENV_FILE"] == "/runs/x/deepspeed_env"
+    assert p.files == {"/runs/x/deepspeed_env": (
+        f"PATH={Path(PY).parent}:/usr/bin\nPYTHONPATH={ROOT}\nTORCH_EXTENSIONS_DIR=/cache/ext\nDS_ACCELERATOR=cpu\n"
+        "OMP_NUM_THREADS=1\nNCCL_DEBUG=INFO\n")}
+
+
+def test_a_remote_variable_the_runner_would_mangle_refuses_the_launch():
+    with pytest.raises(LaunchError, match=r"the value of NCCL_SOCKET_IFNAME contains \$"):
+        build_launch(plan_json="/p.json", world_size=2, device="cpu", master_port=1, cwd="/w", python=PY,
+                     base_env={"PATH": "/usr/bin", "NCCL_SOCKET_IFNAME": "$IF"}, nodes=_nodes())
+
+
+def test_no_ssh_starts_one_runner_per_node_with_its_node_rank():
+    p = build_launch(plan_json="/p.json", world_size=2, device="cpu", master_port=29555, cwd="/w", python=PY,
+                     base_env={"PATH": "/usr/bin"}, nodes=_nodes("no-ssh"))
+    common = [PY, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", "/h/hosts", "--master_addr", "127.0.0.1",
+              "--master_port", "29555", "--no_local_rank"]
+    assert p.node_argvs == [common + ["--no_ssh", "--node_rank", str(i), str(RANK_SCRIPT), "--plan-json", "/p.json"]
+                            for i in (0, 1)]
+    assert p.files == {} and "DS_ENV_FILE" not in p.env  # the runners are local: they inherit the environment
+
+
+@pytest.mark.parametrize("command, expected", [
+    (["python", "train.py", "--x", "1"], (["train.py", "--x", "1"], False)),
+    (["python3.11", "train.py"], (["train.py"], False)),
+    ([sys.executable, "train.py"], (["train.py"], False)),
+    (["train.py", "--y"], (["train.py", "--y"], False)),
+    (["torchrun-like-tool", "a"], (["torchrun-like-tool", "a"], True)),
+])
+def test_a_user_command_reaches_the_runner_as_a_script_or_with_no_python(command, expected):
+    from dsx.launcher import user_rank_command
+
+    assert user_rank_command(command) == expected
+
+
+def test_python_options_instead_of_a_script_are_refused():
+    from dsx.launcher import user_rank_command
+
+    with pytest.raises(LaunchError, match="dsx launch runs a script: -- python SCRIPT.py ARGS"):
+        user_rank_command(["python", "-m", "pkg"])

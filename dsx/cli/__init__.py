@@ -20,6 +20,7 @@ COMMANDS = {
     "models": ("dsx.cli.models", "List the model presets with parameter counts."),
     "run": ("dsx.cli.run", "Train a model preset with DeepSpeed for a few steps; measure; append a result row."),
     "sweep": ("dsx.cli.sweep", "Run many configurations (ZeRO x offload x batch x ...); survives OOMs; resumable."),
+    "launch": ("dsx.cli.launch", "Launch your own script under a checked DeepSpeed config (hostfile, multi-node)."),
     "report": ("dsx.cli.report", "Tables, plots and the best config from result rows."),
     "doctor": ("dsx.cli.doctor", "Check torch, CUDA, nvcc, ninja, libaio, pdsh and DeepSpeed's ops; say how to fix."),
 }

@@ -69,3 +69,31 @@ def resolve_target_or_fail(text: str | None) -> Version:
         return resolve_target(text)
     except VersionError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+_NODE_OPTIONS = [
+    click.option("--hostfile", type=click.Path(dir_okay=False), metavar="FILE",
+                 help="Run over the nodes of a DeepSpeed hostfile ('HOST slots=N' lines); --gpus is then the "
+                      "ranks per node."),
+    click.option("--launcher", type=click.Choice(["pdsh", "openmpi", "slurm", "no-ssh"]), default="pdsh",
+                 show_default=True,
+                 help="DeepSpeed's multi-node launcher; no-ssh starts every node's runner from this machine "
+                      "(hostfile nodes that are this machine, e.g. 127.0.0.1 and 127.0.0.2)."),
+    click.option("--include", metavar="SPEC", help="DeepSpeed's --include: host1:0,1@host2 (slots per host)."),
+    click.option("--exclude", metavar="SPEC", help="DeepSpeed's --exclude, same syntax."),
+    click.option("--num-nodes", type=click.IntRange(min=1), help="Use the first N hosts of the hostfile."),
+    click.option("--master-addr", metavar="ADDR",
+                 help="Rank 0's address (default: 127.0.0.1, or the first host of the hostfile)."),
+    click.option("--master-port", type=click.IntRange(1, 65535), help="Rank 0's port (default: a free one)."),
+    click.option("--ssh-port", type=click.IntRange(1, 65535), help="ssh port of the nodes (pdsh, the ssh check)."),
+]
+
+
+def node_options(f):
+    """The multi-node flags of dsx run and dsx sweep (DeepSpeed's runner does the launching)."""
+    for option in reversed(_NODE_OPTIONS):
+        f = option(f)
+    return f
+
+
+NODE_KEYS = ("hostfile", "launcher", "include", "exclude", "num_nodes", "master_addr", "master_port", "ssh_port")

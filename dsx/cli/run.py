@@ -7,7 +7,7 @@ import time
 
 import click
 
-from dsx.cli.options import SIZE, ds_config_options
+from dsx.cli.options import NODE_KEYS, SIZE, ds_config_options, node_options
 
 ENTERED = time.time()
 
@@ -27,6 +27,7 @@ ENTERED = time.time()
               help="Set a DeepSpeed config key, e.g. --ds-set optimizer.params.torch_adam=true (VALUE is JSON).")
 @click.option("--gpus", type=click.IntRange(min=1),
               help="Ranks: GPUs to use (default all visible); without a GPU, CPU ranks (default 1).")
+@node_options
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed optimizer steps.")
 @click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
               help="Untimed optimizer steps first.")
@@ -49,7 +50,7 @@ ENTERED = time.time()
 @click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offload, offload_params, nvme_path,
             precision, micro_batch, grad_accum, optimizer, lr, ds_sets, gpus, steps, warmup, tf32, compile_, attn,
-            act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure):
+            act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure, **nodes):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
     One process per GPU through DeepSpeed's launcher (CPU ranks with gloo when there is no GPU). Appends one row
@@ -60,6 +61,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offlo
     dsx run --model gpt2-tiny --zero 2 --steps 10
     dsx run --model gpt2-xl --zero 3 --offload cpu --offload-params cpu --micro-batch 8 --gpus 1
     dsx run --model bert-base --config my_ds.json --results results/bert.jsonl
+    dsx run --model gpt2 --zero 2 --hostfile hostfiles/two-nodes-8gpu --master-addr node1
     """
     from dsx.models import ModelError, parse_overrides
     from dsx.run import RunRefused, RunRequest, describe_dry_run, execute, prepare, summary
@@ -77,10 +79,10 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offlo
         ds_sets=tuple(ds_sets), gpus=gpus, steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn,
         act_ckpt=act_ckpt, results=results, timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
-        memory_cap=memory_cap,
+        memory_cap=memory_cap, **{key: nodes[key] for key in NODE_KEYS},
     )
     try:
-        prepared = prepare(request)
+        prepared = prepare(request, check_nodes=not dry_run)
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     if dry_run:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from dsx.cli.options import SIZE
+from dsx.cli.options import SIZE, node_options
 
 BOOLEAN_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False, "1": True,
                  "0": False}
@@ -106,6 +106,7 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE", help="DeepSpeed key for every trial.")
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True)
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
+@node_options
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Timed steps per trial.")
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed steps first.")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one rank may use (dsx run --memory-cap).")
@@ -118,7 +119,7 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
             mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
-            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, dry_run, inject):
+            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, dry_run, inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
@@ -160,6 +161,8 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
         optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
         trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,
+        nodes={key: value for key, value in nodes.items()
+               if value is not None and not (key == "launcher" and value == "pdsh")},
     )
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")

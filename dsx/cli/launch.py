@@ -1,0 +1,120 @@
+"""`dsx launch`: a user's own training script under a dsx-checked DeepSpeed config, through DeepSpeed's runner."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import click
+
+from dsx.cli.options import node_options
+
+
+@click.command("launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="The DeepSpeed JSON the script gets; linted for the launch's world size first.")
+@click.option("--config-arg", default="--deepspeed_config", show_default=True, metavar="FLAG",
+              help="How the config's path reaches the script: appended as FLAG PATH (e.g. --deepspeed for the "
+                   "transformers Trainer); 'none' appends nothing.")
+@click.option("--gpus", type=click.IntRange(min=1),
+              help="Ranks per node (default: all visible GPUs; without a GPU, 1 CPU rank).")
+@node_options
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=0,
+              help="Kill the whole job after this many seconds (0: never).")
+@click.option("--dry-run", is_flag=True, help="Print the checked launch (commands, environment, layout); run nothing.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes):
+    """Launch COMMAND (after --) on every rank, under a DeepSpeed config dsx has checked.
+
+    The config is linted for the world size of the launch (errors refuse it, exit 2), the launch is built as
+    data (hostfile, --include/--exclude, .deepspeed_env for remote ranks), every node is checked over ssh, and
+    DeepSpeed's runner starts it. Exits with the job's status (124 when --timeout killed it).
+
+    \b
+    dsx launch --config ds.json -- python train.py --epochs 1
+    dsx launch --hostfile hostfiles/two-nodes-8gpu --master-addr node1 --config ds.json --config-arg --deepspeed \\
+        -- python train.py --output_dir out
+    """
+    from dsx.launcher import LaunchError, Nodes, build_launch, run_plan
+    from dsx.lint.engine import lint
+    from dsx.lint.load import UnreadableConfig, read_config
+    from dsx.run import RunRefused, check_ssh, detect_device, free_port, probe_gpus, resolve_nodes
+    from dsx.versions import VersionError, resolve_target
+
+    command = list(command)
+    if command and command[0] == "--":
+        command = command[1:]
+    try:
+        layout = None
+        if nodes["hostfile"]:
+            layout = resolve_nodes(nodes["hostfile"], launcher=nodes["launcher"], include=nodes["include"],
+                                   exclude=nodes["exclude"], num_nodes=nodes["num_nodes"], gpus=gpus)
+        else:
+            given = [f"--{k.replace('_', '-')}" for k in ("include", "exclude", "num_nodes", "ssh_port") if nodes[k]]
+            if given or nodes["launcher"] != "pdsh":
+                raise RunRefused(f"{', '.join(given) or '--launcher'} need(s) --hostfile")
+        device, visible = detect_device()
+        if layout is not None:
+            world = layout.world_size
+        else:
+            world = gpus or (visible if device == "cuda" else 1)
+            if device == "cuda" and world > visible:
+                raise RunRefused(f"--gpus {world} but only {visible} GPU(s) are visible")
+        try:
+            loaded = read_config(config_path)
+            target = resolve_target(None)
+        except (UnreadableConfig, VersionError) as exc:
+            raise RunRefused(str(exc)) from None
+        findings = lint(loaded.data, target=target, world_size=world, duplicate_keys=loaded.duplicate_keys)
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            lines = "\n".join("  " + f.render() for f in errors)
+            raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}:\n{lines}")
+        for finding in findings:
+            click.echo(f"dsx launch: {finding.render()}", err=True)
+
+        if config_arg.lower() != "none":
+            command = [*command, config_arg, os.path.abspath(config_path)]
+        env = dict(os.environ)
+        work = tempfile.mkdtemp(prefix="dsx-launch-")
+        node_spec = None
+        if layout is not None:
+            if nodes["launcher"] in ("pdsh", "openmpi") and not dry_run:
+                check_ssh(layout, env, nodes["ssh_port"])
+            node_spec = Nodes(hostfile=os.path.abspath(nodes["hostfile"]), layout=layout, launcher=nodes["launcher"],
+                              include=nodes["include"], exclude=nodes["exclude"], num_nodes=nodes["num_nodes"],
+                              num_gpus=gpus, ssh_port=nodes["ssh_port"], env_file=os.path.join(work, "deepspeed_env"))
+        gpu_list = probe_gpus(env) if device == "cuda" else []
+        try:
+            plan = build_launch(world_size=world, device=device, master_port=nodes["master_port"] or free_port(),
+                                base_env=env, cwd=os.getcwd(), gpu_capabilities=[cc for _, cc in gpu_list if cc] or None,
+                                cpu_count=len(os.sched_getaffinity(0)),
+                                master_addr=nodes["master_addr"] or (next(iter(layout.selection)) if layout
+                                                                     else "127.0.0.1"),
+                                nodes=node_spec, user_command=command)
+        except LaunchError as exc:
+            raise RunRefused(str(exc)) from None
+    except RunRefused as exc:
+        raise click.UsageError(str(exc)) from None
+
+    for path, text in plan.files.items():
+        with open(path, "w") as f:
+            f.write(text)
+    if dry_run:
+        click.echo(plan.describe())
+        if layout is not None:
+            click.echo("\n" + layout.describe())
+        return
+    click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
+    try:
+        done = run_plan(plan, timeout_s or None, log_path=os.path.join(work, "launcher.log"), echo=True)
+    except KeyboardInterrupt:
+        click.echo("dsx launch: interrupted; every rank was stopped", err=True)
+        sys.exit(130)
+    if done.timed_out:
+        click.echo(f"dsx launch: timed out after {timeout_s:g} s; the whole job was killed", err=True)
+        sys.exit(124)
+    if done.returncode:
+        click.echo(f"dsx launch: the job exited with {done.returncode} (output also in {work}/launcher.log)", err=True)
+    sys.exit(done.returncode or 0)
