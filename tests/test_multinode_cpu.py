@@ -196,3 +196,33 @@ def test_dsx_launch_refuses_a_config_with_errors_for_the_world_size(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert f"{config} has errors for DeepSpeed" in out.stderr and "at world size 2:" in out.stderr
+
+
+@pytest.mark.deepspeed
+def test_a_rank_killed_with_sigkill_mid_run_on_the_second_node_ends_the_job_in_bounded_time(sshd, tmp_path):
+    port, env = sshd
+    results = tmp_path / "r.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "dsx", "run", "--model", "gpt2-tiny", "--steps", "2000",
+                             "--warmup", "1", "--zero", "2", "--hostfile", str(HOSTFILES / "loopback-2x1"),
+                             "--ssh-port", str(port), "--timeout", "600", "--results", str(results)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    rank1 = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        for path in tmp_path.glob("r/*/rank-1.json"):
+            try:
+                rank1 = json.loads(path.read_text())
+            except ValueError:  # being rewritten
+                continue
+        if rank1 and rank1["phase"] == "warmup_done":  # in its timed steps
+            break
+        time.sleep(0.5)
+    assert rank1 and rank1["phase"] == "warmup_done", "rank 1 never reached its timed steps"
+    os.kill(rank1["pid"], signal.SIGKILL)
+    killed = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and time.monotonic() - killed < 180, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    row = parse_row(read_rows(results)[0])
+    assert row.status == "error"
+    assert row.error.startswith("rank 1 stopped during 'warmup_done' without a result"), row.error
