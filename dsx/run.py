@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from dsx import leftovers
 from dsx.launcher import LaunchError, LaunchPlan, Nodes, build_launch, capture, run_plan
 from dsx.results import (
     MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow, StepTime, SweepInfo,
@@ -211,10 +212,6 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def extensions_dir(env: dict[str, str]) -> Path:
-    return Path(env.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
 
 
 def built_since(root: Path, since: float) -> list[str]:
@@ -484,10 +481,8 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
     from dsx.models import count_params
 
     gpus = probe_gpus(env) if device == "cuda" else []
-    if device == "cpu":
-        from dsx.leftovers import shm_shortfall
-
-        if shortfall := shm_shortfall(world):
+    if device == "cpu" and trial.layout is None:  # DeepSpeed's shm allreduce only when every rank is on one node
+        if shortfall := leftovers.shm_shortfall(world):
             raise RunRefused(shortfall)
     run_id = uuid.uuid4().hex
     results = Path(request.results)
@@ -829,7 +824,7 @@ def execute(prepared: Prepared, on_start=None) -> RunRow:
 
     on_start(process_group_id) is called once the launcher runs (`dsx sweep` records it to reap the group if dsx
     itself is killed)."""
-    ext = extensions_dir(prepared.launch.env)
+    ext = leftovers.extensions_dir(prepared.launch.env)
     before = time.time() - 1.0
     completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
                          echo=prepared.request.echo, on_start=on_start)

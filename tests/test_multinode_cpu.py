@@ -226,3 +226,37 @@ def test_a_rank_killed_with_sigkill_mid_run_on_the_second_node_ends_the_job_in_b
     row = parse_row(read_rows(results)[0])
     assert row.status == "error"
     assert row.error.startswith("rank 1 stopped during 'warmup_done' without a result"), row.error
+
+
+def refused(tmp_path, **changes) -> str:
+    from dsx.run import RunRefused, RunRequest, prepare
+
+    request = RunRequest(**{"model": "gpt2-tiny", "results": str(tmp_path / "r.jsonl"), **changes})
+    with pytest.raises(RunRefused) as info:
+        prepare(request)
+    assert not (tmp_path / "r.jsonl").exists()
+    return str(info.value)
+
+
+def test_node_options_without_a_hostfile_are_refused(tmp_path):
+    assert refused(tmp_path, include="a:0", launcher="no-ssh") == "--include, --launcher need(s) --hostfile"
+
+
+def test_a_bad_hostfile_is_refused_with_its_line(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1 slots=2\nnode1 slots=2\n")
+    assert refused(tmp_path, hostfile=str(hostfile)) == (
+        f"{hostfile}:2: duplicate host 'node1' (first listed on line 1)")
+
+
+def test_no_ssh_refuses_nodes_that_are_not_this_machine(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("127.0.0.1 slots=1\nnode-elsewhere.example slots=1\n")
+    assert refused(tmp_path, hostfile=str(hostfile), launcher="no-ssh").startswith(
+        "--launcher no-ssh starts every node's launcher from this machine, but node-elsewhere.example is not this "
+        "machine")
+
+
+def test_a_launcher_whose_program_is_missing_is_refused(tmp_path):
+    assert refused(tmp_path, hostfile=str(HOSTFILES / "loopback-2x1"), launcher="slurm") == (
+        "--launcher slurm needs srun on PATH")
