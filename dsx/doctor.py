@@ -217,6 +217,24 @@ def _misc_checks(out: list[Check], info: dict, env: dict) -> None:
     out.append(Check("OK" if ext else "INFO", "TORCH_EXTENSIONS_DIR",
                      ext or "not set: JIT-built ops are cached in ~/.cache/torch_extensions",
                      None))
+    _leftover_checks(out, env)
+
+
+def _leftover_checks(out: list[Check], env: dict) -> None:
+    """What killed DeepSpeed jobs left behind (dsx.leftovers); dsx run removes both itself, other launches do not."""
+    from dsx import leftovers
+
+    locks = leftovers.stale_jit_locks(leftovers.extensions_dir(env))
+    out.append(Check("WARN", "JIT-build locks", f"{len(locks)} stale: " + ", ".join(map(str, locks[:3])) +
+                     " (a process killed while loading the op left them; any load of the op waits forever)",
+                     "rm " + " ".join(map(str, locks))) if locks else
+               Check("OK", "JIT-build locks", "none stale"))
+    buffers = leftovers.stale_shm_buffers()
+    size = sum(p.stat().st_size for p in buffers if p.exists()) / 2**20
+    out.append(Check("WARN", "/dev/shm", f"{len(buffers)} DeepSpeed allreduce buffer(s) of finished or killed "
+                     f"CPU jobs hold {size:.0f} MiB of RAM", f"rm {leftovers.SHM_DIR}/{leftovers.SHM_PREFIX}_"
+                     f"{os.getuid()}_*  (only when no DeepSpeed CPU job is running)") if buffers else
+               Check("OK", "/dev/shm", "no DeepSpeed allreduce buffers left behind"))
 
 
 def run_checks(env: dict | None = None) -> list[Check]:

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["python", "torch", "CUDA", "nvcc", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "ninja", "C++ compiler", "libaio",
-         "pdsh", "ssh", "DeepSpeed", "op cpu_adam", "op fused_adam", "op async_io", "TORCH_EXTENSIONS_DIR"]
+         "pdsh", "ssh", "DeepSpeed", "op cpu_adam", "op fused_adam", "op async_io", "TORCH_EXTENSIONS_DIR", "JIT-build locks", "/dev/shm"]
 
 
 @pytest.mark.deepspeed
@@ -50,3 +50,15 @@ def test_doctor_text_names_missing_tools_with_their_fix():
         assert checks[name].level == "WARN" and fix in checks[name].fix
         assert checks[name].render().startswith(f"WARN  {name}: ")
         assert f"\n      fix: {checks[name].fix}" in checks[name].render()
+
+
+def test_doctor_names_a_stale_jit_build_lock_and_how_to_remove_it(tmp_path):
+    from dsx.doctor import Check, _leftover_checks
+
+    (tmp_path / "fused_adam").mkdir()
+    (tmp_path / "fused_adam" / "lock").touch()
+    out: list[Check] = []
+    _leftover_checks(out, {"TORCH_EXTENSIONS_DIR": str(tmp_path)})
+    lock = out[0]
+    assert (lock.level, lock.name, lock.fix) == ("WARN", "JIT-build locks", f"rm {tmp_path / 'fused_adam' / 'lock'}")
+    assert lock.detail.startswith(f"1 stale: {tmp_path / 'fused_adam' / 'lock'} (a process killed while loading")
