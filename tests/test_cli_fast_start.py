@@ -29,6 +29,7 @@ print("HEAVY:" + ",".join(heavy))
     ["run", "--help"],
     ["sweep", "--help"],
     ["report", "--help"],
+    ["launch", "--help"],
 ])
 def test_light_commands_do_not_import_torch_or_deepspeed(args):
     out = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], cwd=ROOT, capture_output=True, text=True)
