@@ -337,12 +337,12 @@ class Completed:
 
 
 def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
-    """SIGTERM the whole process group (runner(s), launch.py, every rank), then SIGKILL what is left."""
-    try:
-        pgid = os.getpgid(procs[0].pid)
-    except ProcessLookupError:
-        return
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+    """SIGTERM the whole process group (runner(s), launch.py, every rank), then SIGKILL what is left.
+    The first process leads the group (run_plan made it so): its pid is the group id even after it exited and was
+    reaped, when its ranks may still run."""
+    pgid = procs[0].pid
+    # after SIGKILL, wait until the kernel has really removed them (seconds on a loaded machine with big ranks)
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
