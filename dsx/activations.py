@@ -1,0 +1,245 @@
+"""Activation memory of a model, measured on the meta device: what autograd saves for the backward pass.
+
+The model is built on the meta device (shapes only: no memory, no compute) and one forward + loss runs under
+`torch.autograd.graph.saved_tensors_hooks`. Every tensor autograd keeps is recorded once per storage (views such
+as GPT-2's q/k/v split of one projection share a storage), parameters excluded. That is the Korthikanti et al.
+accounting done by the model's own code, so it follows each family's real layers (GPT-2's python tanh-GELU keeps
+four 4h tensors, Llama's SwiGLU three, BERT's head a dense + LayerNorm) without a hand-written table per family.
+
+Two things run differently on a GPU than on the meta device, and the probe makes them run as on a GPU:
+- attention: `sdpa` and `flash` on CUDA run a fused kernel that keeps q, k, v, its output and one fp32 logsumexp
+  per head and position (no s x s matrix); the probe registers an attention function that saves exactly those.
+  `eager` runs the family's own eager attention function (its s x s tensors are recorded as they are), without
+  the causal-mask tensor (shared by all layers, saved by nothing).
+- dropout: CUDA's fused dropout keeps a 1-byte mask; the meta/CPU path keeps a mask in the input's dtype. The
+  probe's dropout keeps a bool mask.
+
+Everything is recorded per micro-batch sample (runs at batch 1 and 2: the difference is per sample, the rest -
+causal masks, rotary tables - does not grow with the batch), split into the layers' part (per layer call) and the
+rest (embeddings, final norm, LM head, loss), plus the bytes of each layer's input: what activation checkpointing
+keeps per layer instead of the layer's saved tensors.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dsx.models import ResolvedModel
+
+LAYER_CLASSES = {"gpt2": "GPT2Block", "bert": "BertLayer", "albert": "AlbertLayer", "llama": "LlamaDecoderLayer"}
+"""The transformer block of each family: the unit `gradient_checkpointing_enable` checkpoints."""
+
+PROBE_ATTENTION = {"eager": "dsx_eager_attention", "sdpa": "dsx_fused_attention", "flash": "dsx_fused_attention"}
+
+
+@dataclass(frozen=True)
+class Saved:
+    """Bytes autograd keeps for one forward, split like the model runs: a + b x micro_batch each."""
+
+    layer_calls: int
+    """How many times a transformer block ran (ALBERT: 12 calls of one shared layer)."""
+    layers_per_sample: int
+    """All layer calls together, per sample."""
+    layers_fixed: int
+    """All layer calls together, independent of the batch (e.g. a mask or rotary table saved by a layer)."""
+    largest_layer_per_sample: int
+    """The largest single layer call, per sample (what one recomputed layer holds under checkpointing)."""
+    layer_input_per_sample: int
+    """One layer's input hidden states, per sample (what checkpointing keeps per layer)."""
+    rest_per_sample: int
+    """Embeddings, final norm, LM head and loss, per sample."""
+    rest_fixed: int
+    logits_per_sample: int
+    """Bytes of the logits given to cross_entropy (GPT-2/Llama upcast them to fp32, BERT/ALBERT do not), per sample:
+    the size of each of the two logits gradients alive together in the loss backward."""
+
+    def forward_bytes(self, micro_batch: int, act_ckpt: bool) -> int:
+        """What is held at the end of the forward pass (the start of the backward pass)."""
+        if act_ckpt:
+            layers = self.layer_calls * self.layer_input_per_sample * micro_batch
+        else:
+            layers = self.layers_fixed + self.layers_per_sample * micro_batch
+        return layers + self.rest_fixed + self.rest_per_sample * micro_batch
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def _dtype(precision: str):
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision]
+
+
+class _FusedAttention:
+    """An autograd function keeping what PyTorch's flash / memory-efficient SDPA kernels keep: q, k, v, the output
+    and a float32 logsumexp per (batch, head, position). Its output is empty (meta device: nothing is computed)."""
+
+    @staticmethod
+    @functools.cache
+    def function():
+        import torch
+
+        class Fused(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, query, key, value):
+                batch, heads, length, _ = query.shape
+                out = query.new_empty(query.shape[:-1] + (value.shape[-1],))
+                logsumexp = query.new_empty((batch, heads, length), dtype=torch.float32)
+                ctx.save_for_backward(query, key, value, out, logsumexp)
+                return out
+
+            @staticmethod
+            def backward(ctx, grad):  # pragma: no cover - the probe never runs backward
+                raise NotImplementedError
+
+        return Fused
+
+    @staticmethod
+    def forward(module, query, key, value, attention_mask, **kwargs):
+        """transformers' attention-function signature; returns (output [b, s, heads, d], no weights) as
+        transformers' sdpa_attention_forward does (the transpose + contiguous copy included)."""
+        out = _FusedAttention.function().apply(query, key, value)
+        return out.transpose(1, 2).contiguous(), None
+
+
+def _bool_mask_dropout():
+    import torch
+
+    class BoolMaskDropout(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
+            ctx.save_for_backward(mask)
+            return x.new_empty(x.shape)
+
+        @staticmethod
+        def backward(ctx, grad):  # pragma: no cover
+            raise NotImplementedError
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return input
+        return BoolMaskDropout.apply(input)
+
+    return dropout
+
+
+def _family_eager_attention(module, query, key, value, attention_mask, **kwargs):
+    """The family's own `eager_attention_forward` (its matmul, softmax, dropout, matmul), without the causal mask
+    tensor: adding a mask keeps nothing for backward, and building one on the meta device fails."""
+    import sys
+
+    return sys.modules[type(module).__module__].eager_attention_forward(module, query, key, value, None, **kwargs)
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register("dsx_fused_attention", _FusedAttention.forward)
+    AttentionInterface.register("dsx_eager_attention", _family_eager_attention)
+
+
+def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: int) -> dict[str, Any]:
+    """One meta-device forward + loss; bytes saved per layer call, per layer input, and outside the layers."""
+    import torch
+    import torch.nn.functional as F
+
+    from dsx.models import _model_class
+
+    _register_attention()
+    config = copy.deepcopy(resolved.hf_config)
+    with torch.device("meta"):
+        model = _model_class(resolved.task).from_config(config, attn_implementation=PROBE_ATTENTION[attn])
+    model.to(_dtype(precision))
+    model.train()
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    seen: set[int] = set()
+    regions: list[int] = [0]  # [0] = outside any layer; then one entry per layer call
+    inputs: list[int] = []
+    current = [0]
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in params and key not in seen:
+            seen.add(key)
+            regions[current[0]] += storage.nbytes()
+        return tensor
+
+    def enter(module, args, kwargs):
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        inputs.append(hidden.untyped_storage().nbytes())
+        regions.append(0)
+        current[0] = len(regions) - 1
+
+    def leave(module, args, output):
+        current[0] = 0
+
+    layer_class = LAYER_CLASSES[resolved.family]
+    handles = []
+    for module in model.modules():
+        if type(module).__name__ == layer_class:
+            handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
+            handles.append(module.register_forward_hook(leave))
+    shape = (micro_batch, resolved.seq_len)
+    ids = torch.zeros(shape, dtype=torch.long, device="meta")
+    batch: dict[str, Any] = {"input_ids": ids, "labels": ids}
+    if resolved.task == "masked-lm":
+        batch["attention_mask"] = torch.ones(shape, dtype=torch.long, device="meta")
+    saved_dropout, saved_cross_entropy = F.dropout, F.cross_entropy
+    logits: list[int] = []
+
+    def cross_entropy(input, *args, **kwargs):
+        logits.append(input.untyped_storage().nbytes())
+        return saved_cross_entropy(input, *args, **kwargs)
+
+    F.dropout, F.cross_entropy = _bool_mask_dropout(), cross_entropy
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model(**batch)
+    finally:
+        F.dropout, F.cross_entropy = saved_dropout, saved_cross_entropy
+        for handle in handles:
+            handle.remove()
+    return {"rest": regions[0], "layers": regions[1:], "inputs": inputs, "logits": sum(logits)}
+
+
+_CACHE: dict[str, Saved] = {}
+
+
+def _measure(resolved: "ResolvedModel", attn: str, precision: str) -> Saved:
+    one, two = (_record(resolved, attn, precision, b) for b in (1, 2))
+    if not one["layers"]:
+        raise RuntimeError(f"no {LAYER_CLASSES[resolved.family]} ran in {resolved.name}'s forward")
+    per_layer = [b - a for a, b in zip(one["layers"], two["layers"])]
+    layers_per_sample = sum(per_layer)
+    rest_per_sample = two["rest"] - one["rest"]
+    return Saved(
+        layer_calls=len(one["layers"]),
+        layers_per_sample=layers_per_sample,
+        layers_fixed=sum(one["layers"]) - layers_per_sample,
+        largest_layer_per_sample=max(per_layer),
+        layer_input_per_sample=two["inputs"][0] - one["inputs"][0],
+        rest_per_sample=rest_per_sample,
+        rest_fixed=one["rest"] - rest_per_sample,
+        logits_per_sample=two["logits"] - one["logits"],
+    )
+
+
+def saved_bytes(resolved: "ResolvedModel", attn: str = "sdpa", precision: str = "bf16") -> Saved:
+    """What autograd keeps for `resolved` at its seq_len, per sample and fixed (see the module docstring)."""
+    from dsx.models import _cache_key
+
+    if attn not in PROBE_ATTENTION:
+        raise ValueError(f"unknown attention '{attn}'")
+    if precision not in ("bf16", "fp16", "fp32"):
+        raise ValueError(f"unknown precision '{precision}'")
+    key = f"{_cache_key(resolved)}|{resolved.seq_len}|{attn}|{precision}"
+    if key not in _CACHE:
+        _CACHE[key] = _measure(resolved, attn, precision)
+    return _CACHE[key]

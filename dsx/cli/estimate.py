@@ -1,0 +1,116 @@
+"""`dsx estimate`: peak GPU memory, host memory, the largest micro-batch that fits and tokens/s, before any run."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from dsx.cli.options import SIZE, ds_config_options
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024**3:.2f} GiB"
+
+
+@click.command("estimate")
+@click.option("--model", required=True, metavar="PRESET", help="Model preset (dsx models lists them).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a transformers config attribute.")
+@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's).")
+@click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Estimate this DeepSpeed JSON (no \"auto\"); excludes the config flags.")
+@click.option("--preset", "ds_preset", help="dsx config preset to start from.")
+@ds_config_options
+@click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE", help="Set a DeepSpeed config key.")
+@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
+@click.option("--gpu", "gpu_kind", default="h100-80gb", show_default=True,
+              help="Calibrated GPU kind (see the list in the error for an unknown one).")
+@click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one GPU may use (a smaller GPU).")
+@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True)
+@click.option("--act-ckpt", is_flag=True, help="Activation checkpointing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
+def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offload, offload_params, nvme_path,
+            precision, micro_batch, grad_accum, optimizer, lr, ds_sets, gpus, gpu_kind, memory_cap, attn, act_ckpt,
+            as_json):
+    """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
+
+    Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
+    Constants of the GPU kind are calibrated on measured rows (dsx.estimate.CALIBRATION_ROWS).
+
+    \b
+    dsx estimate --model gpt2-xl --zero 3 --offload cpu --micro-batch 8
+    dsx estimate --model llama-1b --zero 2 --micro-batch 4 --gpus 8 --act-ckpt --json
+    """
+    from dsx.estimate import GPUS, EstimateError, Setup, estimate
+    from dsx.models import ModelError, parse_overrides, resolve_model
+    from dsx.run import RunRefused, RunRequest, resolve_config
+    from dsx.schema.batch import BatchError, solve_batch
+
+    if gpu_kind not in GPUS:
+        raise click.UsageError(f"unknown --gpu '{gpu_kind}': calibrated kinds are {', '.join(GPUS)} "
+                               f"(--memory-cap SIZE estimates a smaller GPU of that kind)")
+    try:
+        resolved = resolve_model(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
+    except ModelError as exc:
+        raise click.UsageError(str(exc)) from None
+    request = RunRequest(
+        model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
+        config_flags={"zero": zero, "offload": offload, "offload_params": offload_params, "nvme_path": nvme_path,
+                      "precision": precision, "micro_batch": micro_batch, "grad_accum": grad_accum,
+                      "optimizer": optimizer, "lr": lr})
+    try:
+        config, _, warnings = resolve_config(request, gpus)
+        batch = solve_batch(gpus, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
+                            config.get("gradient_accumulation_steps"))
+    except RunRefused as exc:
+        raise click.UsageError(str(exc)) from None
+    except (BatchError, TypeError) as exc:
+        raise click.UsageError(f"batch sizes: {exc}") from None
+    setup = Setup(resolved=resolved, ds_config=config, world_size=gpus,
+                  micro_batch=batch.train_micro_batch_size_per_gpu, grad_accum=batch.gradient_accumulation_steps,
+                  attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap)
+    try:
+        result = estimate(setup)
+    except EstimateError as exc:
+        raise click.UsageError(str(exc)) from None
+    result.notes[:0] = warnings
+    if as_json:
+        click.echo(json.dumps({"model": resolved.describe(), **result.as_dict()}, indent=2))
+        return
+    click.echo(render(result, resolved.name, setup))
+
+
+def render(e, model_name: str, setup) -> str:
+    from dsx.report import fmt_params
+
+    offload = "" if e.offload == "none" else f", optimizer on {e.offload}"
+    offload += "" if e.offload_params == "none" else f", parameters on {e.offload_params}"
+    lines = [f"{model_name} ({fmt_params(e.params)} parameters), ZeRO-{e.zero}{offload}, {e.precision}, "
+             f"micro-batch {e.micro_batch}{' x ' + str(setup.grad_accum) + ' accumulated' if setup.grad_accum > 1 else ''}"
+             f"{', activation checkpointing' if setup.act_ckpt else ''}, {e.world_size} GPU(s) {e.gpu} "
+             f"({_gib(e.capacity)} each)",
+             f"GPU memory per GPU at the peak ({e.peak_moment}):"]
+    width = max(len(k) for k in e.breakdown) + 2
+    for part, size in e.breakdown.items():
+        lines.append(f"  {part:<{width}}{_gib(size):>12}")
+    lines += [f"  {'peak allocated':<{width}}{_gib(e.peak_allocated):>12}",
+              f"  {'peak reserved':<{width}}{_gib(e.peak_reserved):>12}   (allocator slack x{setup.gpu.fragmentation})",
+              f"  {'nvidia-smi':<{width}}{_gib(e.gpu_used):>12}   (+ {_gib(setup.gpu.context_bytes)} CUDA context)"]
+    needed = e.peak_allocated + setup.gpu.context_bytes
+    if e.fits:
+        lines.append(f"fits: yes, {_gib(needed)} of {_gib(e.capacity)} (margin {e.margin:.0%})")
+    else:
+        lines.append(f"fits: NO, needs {_gib(needed)}, has {_gib(e.capacity)}")
+    lines.append("largest micro-batch that fits: " + (str(e.max_micro_batch) if e.max_micro_batch else
+                                                      "none (even micro-batch 1 does not fit)"))
+    lines.append(f"host memory per rank: {_gib(e.host_per_rank)}" +
+                 (f"; NVMe: {_gib(e.nvme_bytes)} per rank" if e.nvme_bytes else ""))
+    lines.append(f"speed: {e.step_time_s:.3f} s per step, {e.tokens_per_s:,.0f} tokens/s")
+    lines += [f"note: {n}" for n in e.notes]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(command())

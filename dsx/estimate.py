@@ -1,0 +1,427 @@
+"""Predict peak GPU memory, host memory and speed of a `dsx run` before it runs: `dsx estimate`, sweep pruning.
+
+Per rank, in bytes; N = parameters, W = data-parallel ranks, P = bytes of a working-precision parameter (2 for
+bf16/fp16, 4 for fp32), S = fp32 master copy (4, none at ZeRO-0 fp32) + optimizer state (AdamW/Adam/LAMB 8,
+Lion/Adagrad/SGD-momentum/Muon 4) per parameter.
+
+GPU, two moments; the peak is the larger:
+- forward/backward (the start of the backward pass): the states resident then + activations (`dsx.activations`:
+  what autograd keeps, measured on the meta device) + the loss backward's two logits-sized gradients.
+    ZeRO-0   P·N + S·N (+ 4·N bf16: DeepSpeed's BF16_Optimizer keeps fp32 gradient accumulators)
+    ZeRO-1/2 P·N + S·N/W                      (gradients do not exist yet at the start of the backward pass)
+    ZeRO-3   (P + S + P)·N/W + bucket         (its gradient partitions are allocated up front)
+    offload  P·N (ZeRO-1/2), P·N/W + bucket (ZeRO-3), bucket only with the parameters offloaded too
+- optimizer step: ZeRO-1/2 P·N + gradients (P·N at ZeRO-1, P·N/W at ZeRO-2) + P·N/W staging + (S + 4)·N/W
+  (the fp32 gradient copy); ZeRO-3 (P + S + P + 4)·N/W + bucket; ZeRO-0 its resident states + gradients.
+  bucket = reduce_bucket_size gradients in P bytes (ZeRO-3 allocates it at initialisation).
+  With gradient accumulation > 1 the gradients of ZeRO-1/2 live through the forward passes too.
+
+Host, per rank (CPU offload): the process itself (calibrated) + HOST_BYTES_PER_PARAM·N/W (+ P·N/W with the
+parameters offloaded); NVMe offload puts S·N/W on the drive instead.
+
+Speed: model FLOPs (dsx.flops) x (1 + recomputed forward with checkpointing) over the GPU's dense peak times an
+achieved fraction, + the CPU optimizer step (offload) + ZeRO-3's per-parameter gather cost. Communication between
+GPUs is not modelled (assumed overlapped): multi-GPU speed is an upper bound.
+
+Every constant that is not DeepSpeed's layout is calibrated on named rows of bench/results (CALIBRATION_ROWS);
+`dsx report --vs-estimate` judges the others. Activations are never fitted: they come from the model's code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+GIB = 1024**3
+
+
+class EstimateError(ValueError):
+    """A request the estimator cannot answer: the message says why."""
+
+
+@dataclass(frozen=True)
+class GpuKind:
+    """A GPU and host kind with its calibration (`calibrate` computes these from CALIBRATION_ROWS)."""
+
+    key: str
+    name: str
+    total_bytes: int
+    """Memory torch sees (torch.cuda.get_device_properties().total_memory), measured."""
+    context_bytes: int
+    """NVML used minus torch's peak reserved: CUDA context, cuBLAS/NCCL workspaces."""
+    fragmentation: float
+    """Peak reserved / peak allocated of torch's caching allocator (median)."""
+    achieved_fraction: float
+    """Model FLOP/s per micro-batch sample over the dense peak: the slope of step time in micro-batch."""
+    fixed_s_per_param: float
+    """Step time that does not grow with the micro-batch (optimizer step, clipping, bucket copies), per parameter."""
+    cpu_step_s_per_param: dict[int, float]
+    """CPU offload: seconds per parameter of DeepSpeedCPUAdam's step and the host<->GPU copies, by ZeRO stage."""
+    zero3_s_per_param_pass: float
+    """ZeRO-3's extra time per parameter per forward or backward pass (one GPU: its bookkeeping, no network)."""
+    host_process_bytes: dict[int, int]
+    """RSS of one rank without offload (torch, CUDA, transformers, DeepSpeed), by ZeRO stage (ZeRO-3 builds the
+    model under zero.Init)."""
+    host_bytes_per_param: dict[int, float]
+    """Host bytes per parameter added by optimizer CPU offload (AdamW, bf16), by ZeRO stage."""
+    source: str
+
+
+CALIBRATION_FILE = "bench/results/issue4/h100/gpt2xl.jsonl"
+CALIBRATION_ROWS = {
+    "ckpt_a": ("z1 bf16 ckpt", 8), "ckpt_b": ("z1 bf16 ckpt", 32), "offload": ("z2 off=cpu bf16", 8),
+    "zero3": ("z3 bf16", 8), "zero3_offload": ("z3 off=cpu bf16", 8), "base": ("z1 bf16", 8),
+}
+"""The rows (sweep label, micro-batch) of CALIBRATION_FILE that the H100 constants come from; every other row is
+judged, never used to set a constant (`calibrate` recomputes the constants; a test checks the table below)."""
+
+GPUS: dict[str, GpuKind] = {
+    "h100-80gb": GpuKind(
+        key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
+        context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.328, fixed_s_per_param=8.95e-11,
+        cpu_step_s_per_param={1: 4.792e-10, 2: 4.792e-10, 3: 1.138e-09}, zero3_s_per_param_pass=6.91e-11,
+        host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
+        host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
+        source="H100 SXM5 host of bench/results/issue4 (torch 2.11, DeepSpeed 0.19.8, 16 host cores): calibrate()",
+    ),
+}
+
+OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "fusedadam": 8, "lamb": 8, "fusedlamb": 8, "onebitadam": 8,
+                         "zerooneadam": 8, "onebitlamb": 8, "lion": 4, "fusedlion": 4, "adagrad": 4, "sgd": 4,
+                         "muon": 4}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the estimate depends on (the same things a `dsx run` trial is made of)."""
+
+    resolved: Any
+    ds_config: dict
+    world_size: int
+    micro_batch: int
+    grad_accum: int = 1
+    attn: str = "sdpa"
+    act_ckpt: bool = False
+    gpu: GpuKind = GPUS["h100-80gb"]
+    memory_limit: int | None = None
+    """--memory-cap: what one rank may use instead of the GPU's memory."""
+
+
+@dataclass
+class Estimate:
+    gpu: str
+    params: int
+    world_size: int
+    micro_batch: int
+    precision: str
+    zero: int
+    offload: str
+    offload_params: str
+    breakdown: dict[str, int]
+    """GPU bytes by part at the peak moment."""
+    peak_moment: str
+    """'forward/backward' or 'optimizer step'."""
+    peak_allocated: int
+    peak_reserved: int
+    gpu_used: int
+    """What nvidia-smi would show: reserved + CUDA context."""
+    capacity: int
+    fits: bool
+    """peak allocated + CUDA context <= capacity."""
+    margin: float
+    """(capacity - peak allocated - context) / capacity: negative when it does not fit."""
+    host_per_rank: int
+    nvme_bytes: int
+    step_time_s: float
+    tokens_per_s: float
+    max_micro_batch: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _zero(config: dict) -> tuple[int, str, str, int]:
+    zero = config.get("zero_optimization") or {}
+    stage = int(zero.get("stage", 0) or 0)
+    optimizer_device = ((zero.get("offload_optimizer") or {}).get("device") or "none") if stage else "none"
+    param_device = ((zero.get("offload_param") or {}).get("device") or "none") if stage == 3 else "none"
+    bucket = int(zero.get("reduce_bucket_size", 500_000_000))
+    return stage, optimizer_device, param_device, bucket
+
+
+def precision_of(config: dict) -> str:
+    if (config.get("bf16") or {}).get("enabled") is True:
+        return "bf16"
+    if (config.get("fp16") or {}).get("enabled") is True:
+        return "fp16"
+    return "fp32"
+
+
+def optimizer_state_bytes(config: dict) -> int:
+    kind = str((config.get("optimizer") or {}).get("type", "adamw")).lower().replace("_", "")
+    return OPTIMIZER_STATE_BYTES.get(kind, 8)
+
+
+def model_states(*, params: int, world: int, stage: int, precision: str, optimizer_bytes: int,
+                 offload: str, offload_params: str, bucket: int, grad_accum: int = 1) -> dict[str, dict[str, int]]:
+    """GPU bytes of the model states at the two moments, by part: {"forward": {...}, "step": {...}}."""
+    n, w = params, world
+    p = 4 if precision == "fp32" else 2
+    master = 0 if (stage == 0 and precision == "fp32") else 4
+    states = (master + optimizer_bytes) * n
+    fwd: dict[str, int] = {}
+    step: dict[str, int] = {}
+    if stage == 0:
+        fwd["parameters"] = p * n
+        fwd["optimizer states"] = states
+        if precision == "bf16":
+            fwd["fp32 gradient accumulators"] = 4 * n
+        step.update(fwd)
+        step["gradients"] = p * n
+        if precision == "fp16":
+            step["fp32 gradients"] = 4 * n
+        return {"forward": fwd, "step": step}
+    if stage in (1, 2):
+        fwd["parameters"] = p * n
+        grads = p * n if stage == 1 else p * n // w
+        if offload == "none":
+            fwd["optimizer states"] = states // w
+            if grad_accum > 1:
+                fwd["gradients"] = grads
+            step.update(fwd)
+            step["gradients"] = grads
+            step["gradient staging"] = p * n // w
+            step["fp32 gradients"] = 4 * n // w
+        else:
+            if grad_accum > 1:
+                fwd["gradients"] = grads
+            step.update(fwd)
+            step["gradient bucket"] = p * min(bucket, n)
+        return {"forward": fwd, "step": step}
+    # ZeRO-3
+    gathered_bucket = p * min(bucket, n)
+    if offload_params == "none":
+        fwd["parameters"] = p * n // w
+    if offload == "none":
+        fwd["optimizer states"] = states // w
+        fwd["gradients"] = p * n // w
+    fwd["gradient bucket"] = gathered_bucket
+    step.update(fwd)
+    if offload == "none":
+        step["fp32 gradients"] = 4 * n // w
+    return {"forward": fwd, "step": step}
+
+
+def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str, int]:
+    """GPU bytes of activations at the start of the backward pass, by part (dsx.activations, meta device)."""
+    from dsx.activations import saved_bytes
+
+    saved = saved_bytes(setup.resolved, setup.attn, precision)
+    b = micro_batch
+    parts: dict[str, int] = {}
+    if setup.act_ckpt:
+        parts["checkpointed layer inputs"] = saved.layer_calls * saved.layer_input_per_sample * b
+    else:
+        parts["layer activations"] = saved.layers_fixed + saved.layers_per_sample * b
+    parts["embeddings, head, loss"] = saved.rest_fixed + saved.rest_per_sample * b
+    parts["loss gradients"] = 2 * saved.logits_per_sample * b
+    if setup.act_ckpt:
+        # later in the backward pass: the loss part is freed and one layer is recomputed
+        recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - parts["loss gradients"]
+        if recompute > 0:
+            parts["recomputed layer"] = recompute
+    return parts
+
+
+def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str, int]]:
+    config = setup.ds_config
+    stage, offload, offload_params, bucket = _zero(config)
+    precision = precision_of(config)
+    states = model_states(params=_params(setup), world=setup.world_size, stage=stage, precision=precision,
+                          optimizer_bytes=optimizer_state_bytes(config), offload=offload,
+                          offload_params=offload_params, bucket=bucket, grad_accum=setup.grad_accum)
+    forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch)}
+    step = states["step"]
+    if sum(forward.values()) >= sum(step.values()):
+        return sum(forward.values()), "forward/backward", forward
+    return sum(step.values()), "optimizer step", step
+
+
+def _params(setup: Setup) -> int:
+    from dsx.models import count_params
+
+    return count_params(setup.resolved)  # cached per preset + overrides + vocab pad (dsx.models.meta_model)
+
+
+def _capacity(setup: Setup) -> int:
+    return min(setup.gpu.total_bytes, setup.memory_limit or setup.gpu.total_bytes)
+
+
+def gpu_needed(setup: Setup, micro_batch: int) -> int:
+    """What must fit: peak allocated + the CUDA context. (The allocator's cached slack - reserved minus allocated -
+    is given back and reused before an allocation fails, so it is reported, not required.)"""
+    allocated, _, _ = _peak_allocated(setup, micro_batch)
+    return allocated + setup.gpu.context_bytes
+
+
+def max_micro_batch(setup: Setup, limit: int = 1 << 16) -> int | None:
+    """The largest micro-batch predicted to fit (memory grows with it); None when even 1 does not."""
+    capacity = _capacity(setup)
+    if gpu_needed(setup, 1) > capacity:
+        return None
+    low, high = 1, 2
+    while high <= limit and gpu_needed(setup, high) <= capacity:
+        low, high = high, high * 2
+    high = min(high, limit + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if gpu_needed(setup, mid) <= capacity else (low, mid)
+    return low
+
+
+def compute_flops(resolved: Any, micro_batch: int, grad_accum: int, act_ckpt: bool) -> float:
+    """Model FLOPs of one rank's optimizer step, plus the recomputed forward of the layers with checkpointing
+    (a third of their training FLOPs; the LM head is not recomputed)."""
+    from dsx.flops import model_flops_per_token
+
+    per_token = model_flops_per_token(resolved)
+    tokens = micro_batch * resolved.seq_len * grad_accum
+    flops = per_token * tokens
+    if act_ckpt:
+        head = 6.0 * resolved.vocab_size * resolved.embedding_size
+        flops += (per_token - head) / 3.0 * tokens
+    return flops
+
+
+def _peak_flops(gpu: GpuKind, precision: str) -> float:
+    from dsx.gpus import peak_tflops
+
+    peak = peak_tflops(gpu.name, precision)
+    if not peak:
+        raise EstimateError(f"no {precision} peak FLOP/s known for {gpu.name}")
+    return peak * 1e12
+
+
+def step_time(setup: Setup, micro_batch: int) -> float:
+    """Seconds per optimizer step: fixed per-parameter work + FLOPs at the achieved rate + offload + ZeRO-3."""
+    stage, offload, _, _ = _zero(setup.ds_config)
+    gpu = setup.gpu
+    n = _params(setup)
+    flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt)
+    seconds = gpu.fixed_s_per_param * n / setup.world_size
+    seconds += flops / (_peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction)
+    if offload != "none":
+        seconds += gpu.cpu_step_s_per_param[stage] * n / setup.world_size
+    if stage == 3:
+        seconds += gpu.zero3_s_per_param_pass * n * (3 if setup.act_ckpt else 2) * setup.grad_accum
+    return seconds
+
+
+def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
+    """The constants of a GpuKind from the CALIBRATION_ROWS of one results file (one model, one GPU)."""
+    import statistics
+
+    def pick(label: str, micro_batch: int) -> dict:
+        for row in rows:
+            if (row.get("sweep") or {}).get("label") == label and row["micro_batch"] == micro_batch \
+                    and row["status"] == "ok":
+                return row
+        raise EstimateError(f"calibration row '{label}' at micro-batch {micro_batch} is missing")
+
+    chosen = {role: pick(*spec) for role, spec in CALIBRATION_ROWS.items()}
+    memory = [r["memory"]["max"] for r in chosen.values()]
+    context = int(statistics.median(m["nvml_used"] - m["peak_reserved"] for m in memory))
+    fragmentation = statistics.median(m["peak_reserved"] / m["peak_allocated"] for m in memory)
+    t = {role: r["figures"]["step_time_s"]["median"] for role, r in chosen.items()}
+    setup = setup_of_row(chosen["ckpt_a"], GpuKind(key, name, 0, 0, 1.0, 1.0, 0.0, {}, 0.0, {}, {}, ""))
+    n = _params(setup)
+    a, b = chosen["ckpt_a"]["micro_batch"], chosen["ckpt_b"]["micro_batch"]
+    per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
+    fixed = t["ckpt_a"] - a * per_sample
+    peak = _peak_flops(setup.gpu, "bf16")
+    achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * per_sample)
+    base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved)  # micro-batch 8, no checkpointing
+    zero3 = (t["zero3"] - base) / (2 * n)
+    rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
+    return GpuKind(
+        key=key, name=name, total_bytes=chosen["base"]["memory"]["capacity"], context_bytes=context,
+        fragmentation=round(fragmentation, 3), achieved_fraction=round(achieved, 4),
+        fixed_s_per_param=float(f"{fixed / n:.3g}"),
+        cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
+            (1, (t["offload"] - base) / n), (2, (t["offload"] - base) / n),
+            (3, (t["zero3_offload"] - base - zero3 * 2 * n) / n))},
+        zero3_s_per_param_pass=float(f"{zero3:.3g}"),
+        host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
+        host_bytes_per_param={1: round((rss["offload"] - rss["base"]) / n, 2),
+                              2: round((rss["offload"] - rss["base"]) / n, 2),
+                              3: round((rss["zero3_offload"] - rss["zero3"]) / n, 2)},
+        source="",
+    )
+
+
+def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
+    config = setup.ds_config
+    stage, offload, offload_params, _ = _zero(config)
+    precision = precision_of(config)
+    n = _params(setup)
+    allocated, moment, breakdown = _peak_allocated(setup, setup.micro_batch)
+    reserved = int(allocated * setup.gpu.fragmentation)
+    used = reserved + setup.gpu.context_bytes
+    needed = allocated + setup.gpu.context_bytes
+    capacity = _capacity(setup)
+    host = setup.gpu.host_process_bytes[stage]
+    per_param = setup.gpu.host_bytes_per_param
+    nvme = 0
+    states = (0 if (stage == 0 and precision == "fp32") else 4) + optimizer_state_bytes(config)
+    if offload == "cpu":
+        host += int(per_param[stage] * n) // setup.world_size
+    elif offload == "nvme":
+        nvme += states * n // setup.world_size
+        host += int((per_param[stage] - states) * n) // setup.world_size
+    p = 4 if precision == "fp32" else 2
+    if offload_params == "cpu":
+        host += p * n // setup.world_size
+    elif offload_params == "nvme":
+        nvme += p * n // setup.world_size
+    seconds = step_time(setup, setup.micro_batch)
+    tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * setup.world_size
+    notes = []
+    if setup.world_size > 1:
+        notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    return Estimate(
+        gpu=setup.gpu.key, params=n, world_size=setup.world_size, micro_batch=setup.micro_batch,
+        precision=precision, zero=stage, offload=offload, offload_params=offload_params, breakdown=breakdown,
+        peak_moment=moment, peak_allocated=allocated, peak_reserved=reserved, gpu_used=used, capacity=capacity,
+        fits=needed <= capacity, margin=(capacity - needed) / capacity, host_per_rank=host, nvme_bytes=nvme,
+        step_time_s=seconds, tokens_per_s=tokens / seconds,
+        max_micro_batch=max_micro_batch(setup) if search_max else None, notes=notes,
+    )
+
+
+def gpu_kind_of(gpu_name: str | None) -> GpuKind | None:
+    """The calibrated kind a row's GPU is (exact device name), or None."""
+    for kind in GPUS.values():
+        if gpu_name == kind.name:
+            return kind
+    return None
+
+
+def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
+    """The Setup a result row ran (EstimateError when the row's GPU has no calibration or the model is unknown)."""
+    from dsx.models import ModelError, resolve_model
+
+    kind = kind or gpu_kind_of(row.get("gpu_name"))
+    if kind is None:
+        raise EstimateError(f"no calibration for {row.get('gpu_name') or row.get('device')}")
+    model = row["model"]
+    try:
+        resolved = resolve_model(model["preset"], model.get("overrides") or {}, seq_len=model["seq_len"],
+                                 vocab_pad=model.get("vocab_pad"))
+    except ModelError as exc:
+        raise EstimateError(str(exc)) from None
+    toggles = row.get("toggles") or {}
+    return Setup(resolved=resolved, ds_config=row["ds_config"], world_size=row["world_size"],
+                 micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
+                 attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
+                 memory_limit=row.get("memory_cap"))
