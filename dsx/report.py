@@ -809,3 +809,66 @@ def markdown_report(loaded: Loaded, tables: list[Table], images: list[tuple[str,
         for path, title in images:
             lines += ["", f"![{title}]({path})"]
     return "\n".join(lines) + "\n"
+
+
+def vs_estimate_table(rows: list[dict]) -> Table:
+    """Predicted (dsx estimate) next to measured for every row whose GPU is calibrated, with the error; DeepSpeed's
+    own model-states estimators (estimate_zero2/3_model_states_mem_needs, additional_buffer_factor 1) beside them.
+    Imports torch and transformers (the model is built on the meta device)."""
+    from dsx.estimate import CALIBRATION_ROWS, GPUS, EstimateError, estimate, setup_of_row
+
+    calibration = set(CALIBRATION_ROWS.values())
+    e_gpu_name = GPUS["h100-80gb"].name
+    table = Table("Predicted vs measured (dsx estimate)", [
+        "configuration", "model", "mb", "status", "peak alloc GiB", "predicted", "error", "fit predicted",
+        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "DeepSpeed estimator GiB", "role"])
+    for r in rows:
+        try:
+            e = estimate(setup_of_row(r), search_max=False)
+        except EstimateError:
+            continue
+        measured = r["memory"]["max"].get("peak_allocated")
+        ok = r["status"] == "ok"
+        error = fmt_pct((e.peak_allocated - measured) / measured) if ok and measured else "-"
+        if ok and measured and e.peak_allocated > measured:
+            error = "+" + error
+        right = (e.fits and ok) or (not e.fits and r["status"] == "oom")
+        host = r["memory"]["max"].get("host_rss_peak")
+        role = "calibration" if r["model"]["preset"] == "gpt2-xl" and r.get("gpu_name") == e_gpu_name and \
+            ((r.get("sweep") or {}).get("label"), r["micro_batch"]) in calibration and ok else "judged"
+        table.rows.append([
+            label(r), model_text(r), str(r["micro_batch"]), r["status"], fmt_gib(measured) if ok else "-",
+            fmt_gib(e.peak_allocated), error, ("fits" if e.fits else "OOM") + (" ✓" if right else " ✗"),
+            fmt_gib(host) if ok and e.offload != "none" else "-",
+            fmt_gib(e.host_per_rank) if e.offload != "none" else "-",
+            fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0),
+            fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), role])
+    table.legend = [
+        "peak alloc: torch's peak allocated on the busiest rank; error: (predicted - measured) / measured; fit "
+        "predicted: peak allocated + CUDA context <= the GPU's memory (✓ when the row's status agrees); DeepSpeed "
+        "estimator: its model-states-only formula (no activations) for the row's stage and offload; role: "
+        "calibration rows set dsx.estimate's constants, judged rows did not."]
+    return table
+
+
+def deepspeed_estimator_gpu_bytes(row: dict, e) -> int | None:
+    """DeepSpeed 0.19's estimate_zero{2,3}_model_states_mem_needs GPU figure for the row (its formulas: params and
+    optimizer states only), additional_buffer_factor 1. None where it has no estimator (ZeRO-0)."""
+    n, w = e.params, e.world_size
+    if e.zero in (1, 2):
+        return 2 * n if e.offload != "none" else 2 * n + int(18 * n / w)
+    if e.zero == 3:
+        largest = 4 * _largest_layer_params(row)
+        if e.offload != "none":
+            return largest if e.offload_params != "none" else largest + int(2 * n / w)
+        return largest + int(18 * n / w)
+    return None
+
+
+def _largest_layer_params(row: dict) -> int:
+    """Parameters of the module with the most direct parameters (what DeepSpeed's _all_live estimator uses)."""
+    from dsx.estimate import setup_of_row
+    from dsx.models import meta_model
+
+    model = meta_model(setup_of_row(row).resolved)
+    return max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())

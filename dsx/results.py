@@ -191,7 +191,7 @@ class SweepInfo(_Row):
     compile, vary...), without the micro-batch."""
     label: str
     """The configuration in a few words, e.g. 'z3 off=cpu bf16 ckpt' (report groups by it)."""
-    search: Literal["fixed", "grow", "bisect"]
+    search: Literal["fixed", "grow", "shrink", "bisect"]
     """How the micro-batch was chosen: given (fixed), or a step of the --micro-batch auto search."""
 
 

@@ -127,6 +127,11 @@ class SweepSpec:
     retry_failed: bool = False
     inject: dict[int, str] = field(default_factory=dict)
     """Tests: trial number (1-based, in the order trials are launched) -> --inject-failure spec."""
+    prune: bool = True
+    """Use dsx estimate on a calibrated GPU: skip configurations predicted not to fit, start the micro-batch search
+    at the predicted largest, run the likely fastest configurations first (--no-prune turns it off)."""
+    estimate_gpu: str | None = None
+    """The calibrated GPU kind (dsx.estimate.GPUS) the estimates are for; None: the visible GPU's, if calibrated."""
     nodes: dict[str, Any] = field(default_factory=dict)
     """dsx run's multi-node options for every trial (hostfile, launcher, include, exclude, num_nodes, master_addr,
     master_port, ssh_port), those given only."""
@@ -170,11 +175,13 @@ class SearchResult:
     tried: list[tuple[int, str]] = field(default_factory=list)
 
 
-def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float = 0.0) -> SearchResult:
-    """Grow x2 from `start` until a trial runs out of memory (or `maximum` fits), then bisect the boundary.
+def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float = 0.0,
+                       step: float = 2.0) -> SearchResult:
+    """Grow x`step` from `start` until a trial runs out of memory (or `maximum` fits), then bisect the boundary.
 
     Memory grows with the micro-batch, so one OOM bounds everything above it. When `start` itself does not fit
-    the bisection runs between 0 and `start`."""
+    the bisection runs between 0 and `start` (x2 search), or it first shrinks /`step` until one fits (a predicted
+    start, step < 2: the boundary is near)."""
     result = SearchResult()
 
     def attempt(mb: int, search: str) -> str:
@@ -195,7 +202,20 @@ def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float 
         if mb >= maximum:
             result.stopped = f"--mb-max {maximum} fits; the out-of-memory boundary lies above it"
             return result
-        mb = min(mb * 2, maximum)
+        mb = min(max(mb + 1, int(mb * step)), maximum)
+    if result.largest_fit is None and step < 2:
+        mb = result.first_oom
+        while mb > 1:
+            mb = max(1, min(mb - 1, int(mb / step)))
+            outcome = attempt(mb, "shrink")
+            if outcome == "fail":
+                result.stopped = f"micro-batch {mb} failed (not out of memory); search stopped"
+                return result
+            if outcome == "oom":
+                result.first_oom = mb
+                continue
+            result.largest_fit = mb
+            break
     low, high = result.largest_fit or 0, result.first_oom
     while high - low > max(1, int(tolerance * low)):
         mid = (low + high) // 2
@@ -350,6 +370,8 @@ class ConfigurationResult:
     configuration: Configuration
     search: SearchResult | None = None
     skipped: str | None = None
+    pruned: list[int] = field(default_factory=list)
+    """Fixed micro-batches not run: predicted not to fit."""
     best: dict | None = None
     """The ok row with the most tokens/s."""
 
@@ -387,6 +409,82 @@ def preflight(spec: SweepSpec) -> dict[Configuration, str]:
         raise SweepError("no configuration can run: " + "; ".join(
             f"{c.label}: {c.problem(spec.nvme_path)}" for c in spec.configurations()))
     return refused
+
+
+PREDICTED_STEP = 1.25
+"""Growth (and shrink) factor of the micro-batch search from a predicted start: the estimate's memory error is
+within a few percent on the H100 rows, so the boundary is one or two steps away."""
+
+
+@dataclass
+class Plan:
+    """What the estimate says of one configuration before it runs."""
+
+    configuration: Configuration
+    start: int
+    """First micro-batch of the auto search: the predicted largest that fits, within --mb-start..--mb-max."""
+    predicted_max: int | None = None
+    tokens_per_s: float | None = None
+    """Predicted at the start micro-batch (the order of the configurations)."""
+    skip: str | None = None
+    """Why the configuration is skipped (predicted not to fit even at the smallest micro-batch)."""
+    skip_micro_batches: list[int] = field(default_factory=list)
+    """Fixed micro-batches predicted not to fit (skipped)."""
+
+
+def visible_gpu_kind(spec: SweepSpec) -> str | None:
+    """The calibrated GPU kind the estimates use: --estimate-gpu, else the first visible GPU when it is one."""
+    if spec.estimate_gpu:
+        return spec.estimate_gpu
+    import os
+
+    from dsx.estimate import gpu_kind_of
+    from dsx.run import probe_gpus
+
+    gpus = probe_gpus(dict(os.environ))
+    kind = gpu_kind_of(gpus[0][0]) if gpus else None
+    return kind.key if kind else None
+
+
+def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list[Plan]:
+    """Estimate every configuration on `gpu` and order them, likely fastest first; skipped ones go last."""
+    from dsx.estimate import GPUS, EstimateError, Setup, estimate
+    from dsx.run import RunRefused, resolve_trial
+
+    kind = GPUS[gpu]
+    plans: list[Plan] = []
+    fixed = spec.micro_batch != AUTO
+    for configuration in configurations:
+        first = min(spec.micro_batch) if fixed else spec.mb_start
+        try:
+            trial = resolve_trial(run_request(spec, configuration, first, "fixed"))
+        except RunRefused:
+            plans.append(Plan(configuration, spec.mb_start))
+            continue
+
+        def setup(micro_batch: int) -> Setup:
+            return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
+                         micro_batch=micro_batch, grad_accum=trial.grad_accum, attn=spec.attn,
+                         act_ckpt=configuration.act_ckpt, gpu=kind, memory_limit=spec.memory_cap)
+        try:
+            predicted = estimate(setup(first))
+        except EstimateError:
+            plans.append(Plan(configuration, spec.mb_start))
+            continue
+        item = Plan(configuration, spec.mb_start, predicted.max_micro_batch)
+        if predicted.max_micro_batch is None:
+            needed = (predicted.peak_allocated + kind.context_bytes) / 1024**3
+            item.skip = (f"predicted not to fit: {needed:.1f} GiB at micro-batch {first}, "
+                         f"{predicted.capacity / 1024**3:.1f} GiB available (--no-prune runs it)")
+        elif fixed:
+            item.skip_micro_batches = [mb for mb in spec.micro_batch if mb > predicted.max_micro_batch]
+            runnable = [mb for mb in spec.micro_batch if mb <= predicted.max_micro_batch]
+            item.tokens_per_s = max(estimate(setup(mb), search_max=False).tokens_per_s for mb in runnable)
+        else:
+            item.start = max(spec.mb_start, min(spec.mb_max, predicted.max_micro_batch))
+            item.tokens_per_s = estimate(setup(item.start), search_max=False).tokens_per_s
+        plans.append(item)
+    return sorted(plans, key=lambda p: (p.skip is not None, -(p.tokens_per_s or 0.0)))
 
 
 def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int, search: str):
@@ -509,19 +607,36 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
                 return {"ok": "fit", "oom": "oom"}.get(status, "fail")
             return probe
 
-        for index, configuration in enumerate(spec.configurations(), start=1):
+        configurations = spec.configurations()
+        plans = {c: Plan(c, spec.mb_start) for c in configurations}
+        gpu = visible_gpu_kind(spec) if spec.prune else None
+        if gpu:
+            runnable = [c for c in configurations if not (c.problem(spec.nvme_path) or refused.get(c))]
+            ordered = plan(spec, runnable, gpu)
+            plans.update({p.configuration: p for p in ordered})
+            configurations = [p.configuration for p in ordered] + [c for c in configurations if c not in runnable]
+            outcome.notes.append(f"dsx estimate ({gpu}): configurations in predicted order, fastest first; "
+                                 f"{sum(1 for p in ordered if p.skip)} predicted not to fit (--no-prune runs them)")
+        elif spec.prune:
+            outcome.notes.append("no calibrated GPU for dsx estimate here: every configuration runs, in order")
+        for index, configuration in enumerate(configurations, start=1):
             result = ConfigurationResult(configuration)
             outcome.results.append(result)
             on_configuration and on_configuration(index, configuration)
-            problem = configuration.problem(spec.nvme_path) or refused.get(configuration)
+            problem = configuration.problem(spec.nvme_path) or refused.get(configuration) or \
+                plans[configuration].skip
             if problem:
                 result.skipped = problem
                 continue
             probe = probe_for(configuration, result)
             if spec.micro_batch == AUTO:
-                result.search = search_micro_batch(probe, spec.mb_start, spec.mb_max, spec.mb_tolerance)
+                predicted = plans[configuration].predicted_max is not None
+                result.search = search_micro_batch(probe, plans[configuration].start, spec.mb_max,
+                                                   spec.mb_tolerance, step=PREDICTED_STEP if predicted else 2.0)
             else:
-                result.search = fixed_micro_batches(probe, list(spec.micro_batch))
+                skipped = set(plans[configuration].skip_micro_batches)
+                result.search = fixed_micro_batches(probe, [mb for mb in spec.micro_batch if mb not in skipped])
+                result.pruned = sorted(skipped)
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:

@@ -179,6 +179,10 @@ def _earlier_rows(results: Path) -> bytes:
 
 @pytest.mark.deepspeed
 def test_a_config_deepspeed_rejects_at_initialize_is_an_error_row(results):
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().is_fp16_supported():  # CPUs with AVX512-FP16 / AMX: fp16 runs, nothing to provoke
+        pytest.skip("DeepSpeed's CPU accelerator supports fp16 on this CPU: fp16 is not rejected at initialize here")
     before = _earlier_rows(results)
     # lint-clean, but this CPU has no fp16 support: deepspeed.initialize raises
     out, rows = dsx_run(results, "--model", "gpt2-tiny", "--zero", "1", "--precision", "fp16", "--steps", "2",

@@ -37,10 +37,13 @@ from dsx.cli.options import target_option
 @click.option("--best", is_flag=True,
               help="Write the DeepSpeed config of the fastest ok row (tokens/s), linted at its world size, to -o "
                    "FILE (default stdout); print its figures and the command that reproduces it.")
+@click.option("--vs-estimate", is_flag=True,
+              help="Predicted (dsx estimate) next to measured for every row on a calibrated GPU, with the error and "
+                   "DeepSpeed's own estimator (imports torch: the model is built on the meta device).")
 @click.option("-o", "--output", type=click.Path(), metavar="DIR|FILE",
               help="Write DIR/report.md with the tables and PNG plots in DIR (with --best: the config FILE).")
 @target_option
-def command(results, show_all, where, baseline, group_by, fmt, effects, best, output, target):
+def command(results, show_all, where, baseline, group_by, fmt, effects, best, vs_estimate, output, target):
     """Tables, plots and the best config from result rows.
 
     RESULTS are JSON-lines files written by `dsx run` / `dsx sweep` (torn lines are skipped with a warning).
@@ -55,13 +58,13 @@ def command(results, show_all, where, baseline, group_by, fmt, effects, best, ou
     from dsx import report as rp
 
     try:
-        _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best, output, target)
+        _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best, output, target, vs_estimate)
     except rp.ReportError as exc:
         click.echo(f"dsx report: {exc}", err=True)
         sys.exit(exc.exit_code)
 
 
-def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best, output, target):
+def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best, output, target, vs_estimate=False):
     group_keys = rp.parse_group_by(group_by)  # option mistakes first: they do not depend on the files
     if where:
         rp.parse_selector(where)
@@ -81,11 +84,18 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
         return
 
     shown = rows if show_all else [r for r in rows if r["status"] == "ok"]
+    if vs_estimate:
+        table = rp.vs_estimate_table(rows)
+        if not table.rows:
+            raise rp.ReportError("no row ran on a GPU dsx estimate is calibrated for (dsx estimate --help)", 1)
+        shown = rows
     if not shown:
         counts = ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in rp.STATUSES
                            if any(r["status"] == s for r in rows))
         raise rp.ReportError(f"no ok row among {len(rows)} row(s) ({counts}); --all lists them", 1)
-    if effects:
+    if vs_estimate:
+        tables = [table]
+    elif effects:
         table = rp.effects_table(shown)
         if table is None:
             raise rp.ReportError("no parameter effects: needs an ok row without --set overrides and ok rows that "

@@ -115,11 +115,18 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
               help="JSON-lines results file: rows are appended; it is also the sweep's state (re-run to resume).")
 @click.option("--retry-failed", is_flag=True, help="Re-run trials whose row is error or timeout (ok/oom stay done).")
+@click.option("--no-prune", is_flag=True,
+              help="Run every configuration and micro-batch, in order, even those dsx estimate predicts not to fit "
+                   "(by default, on a calibrated GPU, they are skipped and the search starts at the predicted largest "
+                   "micro-batch, likely fastest configurations first).")
+@click.option("--estimate-gpu", metavar="KIND", help="Calibrated GPU kind for the estimates (default: the visible "
+                                                     "GPU's, when calibrated; dsx estimate --help).")
 @click.option("--dry-run", is_flag=True, help="List the configurations and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
             mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
-            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, dry_run, inject, **nodes):
+            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, estimate_gpu, dry_run,
+            inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
@@ -161,9 +168,14 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
         optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
         trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,
+        prune=not no_prune, estimate_gpu=estimate_gpu,
         nodes={key: value for key, value in nodes.items()
                if value is not None and not (key == "launcher" and value == "pdsh")},
     )
+    from dsx.estimate import GPUS
+
+    if estimate_gpu and estimate_gpu not in GPUS:
+        raise click.UsageError(f"unknown --estimate-gpu '{estimate_gpu}': calibrated kinds are {', '.join(GPUS)}")
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")
     if device == "cuda" and any(g is not None and g > visible for g in spec.gpus):
@@ -279,6 +291,8 @@ def _print_summary(outcome) -> None:
         oom = f", first OOM at {s.first_oom}" if s.first_oom is not None else ""
         best = f"; best {_describe_row(result.best)} (mb {result.best['micro_batch']})" if result.best else ""
         stop = f" [{s.stopped}]" if s.stopped else ""
+        stop += (f" (micro-batch {', '.join(map(str, result.pruned))} predicted not to fit: not run)"
+                 if result.pruned else "")
         lines.append(f"  {c.label:<40} fits up to micro-batch {fit}{oom}{best}{stop}")
     ran = [t for t in outcome.trials if t.status not in ("done", "refused")]
     reused = [t for t in outcome.trials if t.status == "done"]

@@ -1,0 +1,220 @@
+"""dsx estimate: the byte arithmetic, the meta-device activation probe against a real forward, the calibration,
+and the error on the committed H100 rows it was not calibrated on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsx.activations import saved_bytes
+from dsx.cli import cli
+from dsx.estimate import (CALIBRATION_FILE, CALIBRATION_ROWS, GPUS, Setup, calibrate, estimate, max_micro_batch,
+                          model_states, setup_of_row)
+from dsx.models import resolve_model
+from dsx.results import read_rows
+from dsx.sweep import SweepSpec, plan, search_micro_batch
+
+ROOT = Path(__file__).resolve().parent.parent
+GIB = 1024**3
+
+
+def test_zero2_states_partition_master_moments_and_gradients():
+    states = model_states(params=1000, world=4, stage=2, precision="bf16", optimizer_bytes=8, offload="none",
+                          offload_params="none", bucket=500_000_000)
+    assert states["forward"] == {"parameters": 2000, "optimizer states": 3000}
+    assert states["step"] == {"parameters": 2000, "optimizer states": 3000, "gradients": 500,
+                              "gradient staging": 500, "fp32 gradients": 1000}
+
+
+def test_zero1_keeps_full_gradients_at_the_step():
+    states = model_states(params=1000, world=4, stage=1, precision="bf16", optimizer_bytes=8, offload="none",
+                          offload_params="none", bucket=500_000_000)
+    assert states["step"]["gradients"] == 2000
+
+
+def test_zero3_partitions_everything_and_holds_the_bucket():
+    states = model_states(params=1000, world=4, stage=3, precision="bf16", optimizer_bytes=8, offload="none",
+                          offload_params="none", bucket=100)
+    assert states["forward"] == {"parameters": 500, "optimizer states": 3000, "gradients": 500,
+                                 "gradient bucket": 200}
+    assert states["step"]["fp32 gradients"] == 1000
+
+
+def test_offload_leaves_only_parameters_on_the_gpu():
+    states = model_states(params=1000, world=1, stage=2, precision="bf16", optimizer_bytes=8, offload="cpu",
+                          offload_params="none", bucket=100)
+    assert states["forward"] == {"parameters": 2000}
+    offloaded = model_states(params=1000, world=2, stage=3, precision="bf16", optimizer_bytes=8, offload="cpu",
+                             offload_params="cpu", bucket=100)
+    assert offloaded["forward"] == {"gradient bucket": 200}
+
+
+def test_zero0_bf16_has_fp32_gradient_accumulators():
+    states = model_states(params=1000, world=8, stage=0, precision="bf16", optimizer_bytes=8, offload="none",
+                          offload_params="none", bucket=100)
+    assert states["forward"] == {"parameters": 2000, "optimizer states": 12000, "fp32 gradient accumulators": 4000}
+
+
+def test_gpt2_tiny_layer_saves_sixty_hidden_bytes_per_token():
+    # GPT-2 block in bf16 with fused attention: ln_1 in/out 2h+2h, qkv 6h, attention out + its copy 2h+2h, two
+    # 1-byte dropout masks 2h, ln_2 in/out 2h+2h, c_fc out 8h, tanh-GELU temporaries 24h, GELU out 8h = 60h; plus
+    # the fp32 logsumexp (4 bytes x heads) and the two LayerNorms' fp32 mean and rstd (16 bytes).
+    resolved = resolve_model("gpt2-tiny")
+    saved = saved_bytes(resolved, "sdpa", "bf16")
+    per_token = 60 * 64 + 4 * 4 + 16
+    assert saved.layer_calls == 2
+    assert saved.layers_per_sample == 2 * per_token * 64
+    assert saved.layer_input_per_sample == 64 * 64 * 2
+    assert saved.logits_per_sample == 64 * 1000 * 4  # GPT-2 upcasts the logits to fp32 for the loss
+
+
+def test_bert_loss_takes_the_logits_in_the_working_precision():
+    saved = saved_bytes(resolve_model("bert-tiny"), "sdpa", "bf16")
+    assert saved.logits_per_sample == 64 * 1000 * 2
+
+
+def test_eager_attention_adds_the_score_matrices():
+    resolved = resolve_model("gpt2-tiny")
+    fused = saved_bytes(resolved, "sdpa", "bf16")
+    eager = saved_bytes(resolved, "eager", "bf16")
+    assert eager.layers_per_sample > fused.layers_per_sample + 2 * 4 * 64 * 64 * 2
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "bert-tiny", "albert-tiny", "llama-tiny"])
+def test_meta_probe_matches_a_real_cpu_forward(name):
+    """The probe counts what autograd keeps; a real fp32 forward on the CPU with eager attention and no dropout
+    (CPU dropout masks are not CUDA's) must keep the same bytes."""
+    import torch
+
+    from dsx.models import build_model, synthetic_batch
+
+    no_dropout = {"gpt2": {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+                  "bert": {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+                  "albert": {}, "llama": {}}
+    resolved = resolve_model(name, no_dropout[resolve_model(name).family])
+    saved = saved_bytes(resolved, "eager", "fp32")
+    torch.manual_seed(0)
+    model = build_model(resolved, "eager")
+    model.train()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params and storage.nbytes():
+            seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    batch = synthetic_batch(resolved, 2)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(**batch)
+    expected = saved.layers_fixed + saved.rest_fixed + 2 * (saved.layers_per_sample + saved.rest_per_sample)
+    # the real forward also keeps the causal/padding mask and index tensors the probe leaves out: tiny, fixed
+    assert abs(sum(seen.values()) - expected) <= 0.02 * expected
+
+
+def test_calibration_constants_are_what_the_calibration_rows_give():
+    rows = read_rows(ROOT / CALIBRATION_FILE)
+    kind = GPUS["h100-80gb"]
+    computed = calibrate(rows, kind.key, kind.name)
+    for name in ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
+                 "cpu_step_s_per_param", "zero3_s_per_param_pass", "host_process_bytes", "host_bytes_per_param"):
+        assert getattr(computed, name) == getattr(kind, name), name
+
+
+def _judged_rows():
+    calibration = set(CALIBRATION_ROWS.values())
+    for row in read_rows(ROOT / CALIBRATION_FILE):
+        if row["status"] == "ok" and (row["sweep"]["label"], row["micro_batch"]) not in calibration:
+            yield row
+
+
+def test_peak_memory_within_ten_percent_on_every_judged_gpt2_xl_row():
+    errors = {}
+    for row in _judged_rows():
+        predicted = estimate(setup_of_row(row), search_max=False).peak_allocated
+        measured = row["memory"]["max"]["peak_allocated"]
+        errors[(row["sweep"]["label"], row["micro_batch"])] = (predicted - measured) / measured
+    assert len(errors) == 27  # the ok rows of the file, less the six calibration rows
+    assert max(abs(e) for e in errors.values()) < 0.10, errors
+
+
+def test_host_memory_within_fifteen_percent_on_judged_offload_rows():
+    for row in _judged_rows():
+        if "off=cpu" in row["sweep"]["label"]:
+            predicted = estimate(setup_of_row(row), search_max=False).host_per_rank
+            measured = row["memory"]["max"]["host_rss_peak"]
+            assert abs(predicted - measured) / measured < 0.15, row["sweep"]["label"]
+
+
+def _setup(micro_batch: int, memory_limit: int | None = None, **config) -> Setup:
+    ds_config = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 1}, "optimizer": {"type": "AdamW"},
+                 **config}
+    return Setup(resolved=resolve_model("gpt2-xl"), ds_config=ds_config, world_size=1, micro_batch=micro_batch,
+                 memory_limit=memory_limit)
+
+
+def test_largest_micro_batch_is_the_last_that_fits():
+    setup = _setup(8)
+    largest = max_micro_batch(setup)
+    assert estimate(_setup(largest), search_max=False).fits
+    assert not estimate(_setup(largest + 1), search_max=False).fits
+
+
+def test_nothing_fits_in_a_gpu_smaller_than_the_states():
+    assert max_micro_batch(_setup(1, memory_limit=10 * GIB)) is None
+
+
+def test_estimate_command_prints_the_breakdown_and_the_fit():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", "1", "--micro-batch", "8"])
+    assert result.exit_code == 0, result.output
+    assert "GPU memory per GPU at the peak (forward/backward):" in result.output
+    assert "fits: yes" in result.output
+    assert "largest micro-batch that fits: 11" in result.output
+
+
+def test_estimate_command_json():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", "--micro-batch", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["fits"] is True and data["micro_batch"] == 2 and data["model"]["name"] == "gpt2-tiny"
+
+
+def test_estimate_command_unknown_gpu():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", "--gpu", "a100"])
+    assert result.exit_code == 2
+    assert ("unknown --gpu 'a100': calibrated kinds are h100-80gb (--memory-cap SIZE estimates a smaller GPU of "
+            "that kind)") in result.output
+
+
+def test_sweep_plan_skips_what_cannot_fit_and_starts_at_the_prediction():
+    spec = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], act_ckpt=[False, True], mb_start=1, mb_max=128)
+    plans = {p.configuration.label: p for p in plan(spec, spec.configurations(), "h100-80gb")}
+    assert plans["z1 bf16"].start == plans["z1 bf16"].predicted_max == 11
+    assert plans["z1 bf16 ckpt"].start > 11
+    capped = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], memory_cap=10 * GIB)
+    (only,) = plan(capped, capped.configurations(), "h100-80gb")
+    assert only.skip.startswith("predicted not to fit: ")
+    assert only.skip.endswith("10.0 GiB available (--no-prune runs it)")
+
+
+def test_sweep_plan_orders_likely_fastest_first():
+    spec = SweepSpec(model="gpt2-xl", zero=[3, 1], offload=["none"], act_ckpt=[True])
+    order = [p.configuration.label for p in plan(spec, spec.configurations(), "h100-80gb")]
+    assert order == ["z1 bf16 ckpt", "z3 bf16 ckpt"]
+
+
+def test_search_from_a_predicted_start_shrinks_when_it_does_not_fit():
+    limit = 40
+    tried = []
+
+    def probe(mb, search):
+        tried.append((mb, search))
+        return "fit" if mb <= limit else "oom"
+
+    result = search_micro_batch(probe, 50, 1024, step=1.25)
+    assert result.largest_fit == limit and result.first_oom == limit + 1
+    assert tried[:2] == [(50, "grow"), (40, "shrink")]
