@@ -479,7 +479,11 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
         elif fixed:
             item.skip_micro_batches = [mb for mb in spec.micro_batch if mb > predicted.max_micro_batch]
             runnable = [mb for mb in spec.micro_batch if mb <= predicted.max_micro_batch]
-            item.tokens_per_s = max(estimate(setup(mb), search_max=False).tokens_per_s for mb in runnable)
+            if not runnable:
+                item.skip = (f"predicted not to fit at micro-batch {', '.join(map(str, spec.micro_batch))} (the "
+                             f"largest predicted to fit is {predicted.max_micro_batch}; --no-prune runs them)")
+            else:
+                item.tokens_per_s = max(estimate(setup(mb), search_max=False).tokens_per_s for mb in runnable)
         else:
             item.start = max(spec.mb_start, min(spec.mb_max, predicted.max_micro_batch))
             item.tokens_per_s = estimate(setup(item.start), search_max=False).tokens_per_s

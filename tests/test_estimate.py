@@ -201,6 +201,16 @@ def test_sweep_plan_skips_what_cannot_fit_and_starts_at_the_prediction():
     assert only.skip.endswith("10.0 GiB available (--no-prune runs it)")
 
 
+def test_sweep_plan_skips_fixed_micro_batches_predicted_not_to_fit():
+    spec = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], micro_batch=[8, 16, 32])
+    (some,) = plan(spec, spec.configurations(), "h100-80gb")
+    assert some.skip is None and some.skip_micro_batches == [16, 32]
+    spec = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], micro_batch=[64, 128])
+    (none,) = plan(spec, spec.configurations(), "h100-80gb")
+    assert none.skip == ("predicted not to fit at micro-batch 64, 128 (the largest predicted to fit is 11; "
+                         "--no-prune runs them)")
+
+
 def test_sweep_plan_orders_likely_fastest_first():
     spec = SweepSpec(model="gpt2-xl", zero=[3, 1], offload=["none"], act_ckpt=[True])
     order = [p.configuration.label for p in plan(spec, spec.configurations(), "h100-80gb")]
