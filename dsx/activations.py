@@ -94,8 +94,8 @@ class _FusedAttention:
                 return out
 
             @staticmethod
-            def backward(ctx, grad):  # pragma: no cover - the probe never runs backward
-                raise NotImplementedError
+            def backward(ctx, grad):  # pragma: no cover
+                raise RuntimeError("the activation probe only runs forward, on the meta device")
 
         return Fused
 
@@ -119,7 +119,7 @@ def _bool_mask_dropout():
 
         @staticmethod
         def backward(ctx, grad):  # pragma: no cover
-            raise NotImplementedError
+            raise RuntimeError("the activation probe only runs forward, on the meta device")
 
     def dropout(input, p=0.5, training=True, inplace=False):
         if not training or p == 0:

@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dsx.run import precision_of
+
 GIB = 1024**3
 
 
@@ -148,14 +150,6 @@ def _zero(config: dict) -> tuple[int, str, str, int]:
     param_device = ((zero.get("offload_param") or {}).get("device") or "none") if stage == 3 else "none"
     bucket = int(zero.get("reduce_bucket_size", 500_000_000))
     return stage, optimizer_device, param_device, bucket
-
-
-def precision_of(config: dict) -> str:
-    if (config.get("bf16") or {}).get("enabled") is True:
-        return "bf16"
-    if (config.get("fp16") or {}).get("enabled") is True:
-        return "fp16"
-    return "fp32"
 
 
 def optimizer_state_bytes(config: dict) -> int:
