@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import itertools
 import json
+import math
 import os
 import signal
 import time
@@ -130,6 +131,10 @@ class SweepSpec:
     prune: bool = True
     """Use dsx estimate on a calibrated GPU: skip configurations predicted not to fit, start the micro-batch search
     at the predicted largest, run the likely fastest configurations first (--no-prune turns it off)."""
+    keep_within: float = 0.1
+    """With pruning: skip configurations predicted slower than the predicted fastest by more than this fraction
+    (1 keeps every one that fits). dsx estimate's tokens/s is rough alone but errs alike across one model's
+    configurations, so the ranking holds better than the figures."""
     estimate_gpu: str | None = None
     """The calibrated GPU kind (dsx.estimate.GPUS) the estimates are for; None: the visible GPU's, if calibrated."""
     nodes: dict[str, Any] = field(default_factory=dict)
@@ -447,7 +452,8 @@ def visible_gpu_kind(spec: SweepSpec) -> str | None:
 
 
 def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list[Plan]:
-    """Estimate every configuration on `gpu` and order them, likely fastest first; skipped ones go last."""
+    """Estimate every configuration on `gpu` and order them, likely fastest first; those predicted not to fit, or
+    slower than the fastest by more than --keep-within, are skipped and go last."""
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.run import RunRefused, resolve_trial
 
@@ -488,6 +494,15 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             item.start = max(spec.mb_start, min(spec.mb_max, predicted.max_micro_batch))
             item.tokens_per_s = estimate(setup(item.start), search_max=False).tokens_per_s
         plans.append(item)
+    fastest = max((p for p in plans if p.skip is None and p.tokens_per_s), key=lambda p: p.tokens_per_s,
+                  default=None)
+    for item in plans:
+        if item.skip is None and item.tokens_per_s and fastest and \
+                item.tokens_per_s < (1 - spec.keep_within) * fastest.tokens_per_s:
+            slower = 1 - item.tokens_per_s / fastest.tokens_per_s
+            item.skip = (f"predicted {item.tokens_per_s:,.0f} tokens/s, {slower:.0%} below the predicted fastest "
+                         f"({fastest.configuration.label}, {fastest.tokens_per_s:,.0f}; --keep-within "
+                         f"{math.ceil(slower * 100) / 100:g} or --no-prune runs it)")
     return sorted(plans, key=lambda p: (p.skip is not None, -(p.tokens_per_s or 0.0)))
 
 
@@ -620,7 +635,8 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
             plans.update({p.configuration: p for p in ordered})
             configurations = [p.configuration for p in ordered] + [c for c in configurations if c not in runnable]
             outcome.notes.append(f"dsx estimate ({gpu}): configurations in predicted order, fastest first; "
-                                 f"{sum(1 for p in ordered if p.skip)} predicted not to fit (--no-prune runs them)")
+                                 f"{sum(1 for p in ordered if p.skip)} skipped: predicted not to fit or more than "
+                                 f"{spec.keep_within:.0%} slower than the fastest (--no-prune runs them)")
         elif spec.prune:
             outcome.notes.append("no calibrated GPU for dsx estimate here: every configuration runs, in order")
         for index, configuration in enumerate(configurations, start=1):

@@ -211,6 +211,17 @@ def test_sweep_plan_skips_fixed_micro_batches_predicted_not_to_fit():
                          "--no-prune runs them)")
 
 
+def test_sweep_plan_skips_configurations_predicted_much_slower_than_the_fastest():
+    spec = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True])
+    plans = {p.configuration.label: p for p in plan(spec, spec.configurations(), "h100-80gb")}
+    assert [label for label, p in plans.items() if p.skip is None] == ["z1 bf16 ckpt", "z3 bf16 ckpt"]
+    assert plans["z3 off=cpu bf16 ckpt"].skip == (
+        "predicted 15,732 tokens/s, 32% below the predicted fastest (z1 bf16 ckpt, 22,997; --keep-within 0.32 or "
+        "--no-prune runs it)")
+    keep_all = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True], keep_within=1)
+    assert all(p.skip is None for p in plan(keep_all, keep_all.configurations(), "h100-80gb"))
+
+
 def test_sweep_plan_orders_likely_fastest_first():
     spec = SweepSpec(model="gpt2-xl", zero=[3, 1], offload=["none"], act_ckpt=[True])
     order = [p.configuration.label for p in plan(spec, spec.configurations(), "h100-80gb")]
