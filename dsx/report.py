@@ -815,10 +815,8 @@ def vs_estimate_table(rows: list[dict]) -> Table:
     """Predicted (dsx estimate) next to measured for every row whose GPU is calibrated, with the error; DeepSpeed's
     own model-states estimators (estimate_zero2/3_model_states_mem_needs, additional_buffer_factor 1) beside them.
     Imports torch and transformers (the model is built on the meta device)."""
-    from dsx.estimate import CALIBRATION_ROWS, GPUS, EstimateError, estimate, setup_of_row
+    from dsx.estimate import EstimateError, calibration_role, estimate, setup_of_row
 
-    calibration = set(CALIBRATION_ROWS.values())
-    e_gpu_name = GPUS["h100-80gb"].name
     table = Table("Predicted vs measured (dsx estimate)", [
         "configuration", "model", "mb", "status", "peak alloc GiB", "predicted", "error", "fit predicted",
         "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "DeepSpeed estimator GiB", "role"])
@@ -834,20 +832,19 @@ def vs_estimate_table(rows: list[dict]) -> Table:
             error = "+" + error
         right = (e.fits and ok) or (not e.fits and r["status"] == "oom")
         host = r["memory"]["max"].get("host_rss_peak")
-        role = "calibration" if r["model"]["preset"] == "gpt2-xl" and r.get("gpu_name") == e_gpu_name and \
-            ((r.get("sweep") or {}).get("label"), r["micro_batch"]) in calibration and ok else "judged"
         table.rows.append([
             label(r), model_text(r), str(r["micro_batch"]), r["status"], fmt_gib(measured) if ok else "-",
             fmt_gib(e.peak_allocated), error, ("fits" if e.fits else "OOM") + (" ✓" if right else " ✗"),
             fmt_gib(host) if ok and e.offload != "none" else "-",
             fmt_gib(e.host_per_rank) if e.offload != "none" else "-",
             fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0),
-            fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), role])
+            fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), calibration_role(r)])
     table.legend = [
         "peak alloc: torch's peak allocated on the busiest rank; error: (predicted - measured) / measured; fit "
-        "predicted: peak allocated + CUDA context <= the GPU's memory (✓ when the row's status agrees); DeepSpeed "
-        "estimator: its model-states-only formula (no activations) for the row's stage and offload; role: "
-        "calibration rows set dsx.estimate's constants, judged rows did not."]
+        "predicted: peak allocated + CUDA context + allocator headroom <= the GPU's memory (✓ when the row's status "
+        "agrees); DeepSpeed estimator: its model-states-only formula (no activations) for the row's stage and "
+        "offload; role: calibration rows set dsx.estimate's constants, fit calibration rows set the allocator "
+        "headroom (their memory is judged), judged rows set nothing."]
     return table
 
 
