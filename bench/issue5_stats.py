@@ -89,7 +89,7 @@ def summary(trials: list[dict]) -> list[str]:
 
 def needed_fraction(trial: dict) -> float:
     """(predicted allocated + context + headroom) / capacity: above 1 is a predicted OOM."""
-    return 1 - trial["estimate"].margin
+    return trial["estimate"].needed / trial["estimate"].capacity
 
 
 def sweep_cost(path: str) -> tuple[float, int, dict]:

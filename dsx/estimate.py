@@ -16,6 +16,9 @@ GPU, two moments; the peak is the larger:
   bucket = reduce_bucket_size gradients in P bytes (ZeRO-3 allocates it at initialisation).
   With gradient accumulation > 1 the gradients of ZeRO-1/2 live through the forward passes too.
 
+Fits: peak allocated + CUDA context + allocator headroom <= the GPU's memory. The headroom is what the caching
+allocator could not use when a multi-GiB block (the fp32 logits) had to be placed near the boundary (HEADROOM_FILE).
+
 Host, per rank (CPU offload): the process itself (calibrated) + HOST_BYTES_PER_PARAM·N/W (+ P·N/W with the
 parameters offloaded); NVMe offload puts S·N/W on the drive instead.
 
@@ -23,7 +26,8 @@ Speed: model FLOPs (dsx.flops) x (1 + recomputed forward with checkpointing) ove
 achieved fraction, + the CPU optimizer step (offload) + ZeRO-3's per-parameter gather cost. Communication between
 GPUs is not modelled (assumed overlapped): multi-GPU speed is an upper bound.
 
-Every constant that is not DeepSpeed's layout is calibrated on named rows of bench/results (CALIBRATION_ROWS);
+Every constant that is not DeepSpeed's layout is calibrated on named rows of bench/results (CALIBRATION_ROWS,
+HEADROOM_FILE);
 `dsx report --vs-estimate` judges the others. Activations are never fitted: they come from the model's code.
 """
 
@@ -139,10 +143,12 @@ class Estimate:
     gpu_used: int
     """What nvidia-smi would show: reserved + CUDA context."""
     capacity: int
+    needed: int
+    """What must fit: peak allocated + CUDA context + allocator headroom."""
     fits: bool
-    """peak allocated + CUDA context <= capacity."""
+    """needed <= capacity."""
     margin: float
-    """(capacity - peak allocated - context) / capacity: negative when it does not fit."""
+    """(capacity - needed) / capacity: negative when it does not fit."""
     host_per_rank: int
     nvme_bytes: int
     step_time_s: float
@@ -268,7 +274,11 @@ def gpu_needed(setup: Setup, micro_batch: int) -> int:
     reserved minus allocated - is mostly given back and reused before an allocation fails; the headroom is the part
     that is not.)"""
     allocated, _, _ = _peak_allocated(setup, micro_batch)
-    return allocated + setup.gpu.context_bytes + setup.gpu.allocator_headroom_bytes
+    return allocated + _beside_allocated(setup.gpu)
+
+
+def _beside_allocated(gpu: GpuKind) -> int:
+    return gpu.context_bytes + gpu.allocator_headroom_bytes
 
 
 def max_micro_batch(setup: Setup, limit: int = 1 << 16) -> int | None:
@@ -412,7 +422,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     allocated, moment, breakdown = _peak_allocated(setup, setup.micro_batch)
     reserved = int(allocated * setup.gpu.fragmentation)
     used = reserved + setup.gpu.context_bytes
-    needed = allocated + setup.gpu.context_bytes + setup.gpu.allocator_headroom_bytes
+    needed = allocated + _beside_allocated(setup.gpu)
     capacity = _capacity(setup)
     host = setup.gpu.host_process_bytes[stage]
     per_param = setup.gpu.host_bytes_per_param
@@ -437,7 +447,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
         gpu=setup.gpu.key, params=n, world_size=setup.world_size, micro_batch=setup.micro_batch,
         precision=precision, zero=stage, offload=offload, offload_params=offload_params, breakdown=breakdown,
         peak_moment=moment, peak_allocated=allocated, peak_reserved=reserved, gpu_used=used, capacity=capacity,
-        fits=needed <= capacity, margin=(capacity - needed) / capacity, host_per_rank=host, nvme_bytes=nvme,
+        needed=needed, fits=needed <= capacity, margin=(capacity - needed) / capacity, host_per_rank=host, nvme_bytes=nvme,
         step_time_s=seconds, tokens_per_s=tokens / seconds,
         max_micro_batch=max_micro_batch(setup) if search_max else None, notes=notes,
     )

@@ -479,7 +479,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             continue
         item = Plan(configuration, spec.mb_start, predicted.max_micro_batch)
         if predicted.max_micro_batch is None:
-            needed = (predicted.peak_allocated + kind.context_bytes) / 1024**3
+            needed = predicted.needed / 1024**3
             item.skip = (f"predicted not to fit: {needed:.1f} GiB at micro-batch {first}, "
                          f"{predicted.capacity / 1024**3:.1f} GiB available (--no-prune runs it)")
         elif fixed:

@@ -177,7 +177,8 @@ def test_estimate_command_prints_the_breakdown_and_the_fit():
     result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", "1", "--micro-batch", "8"])
     assert result.exit_code == 0, result.output
     assert "GPU memory per GPU at the peak (forward/backward):" in result.output
-    assert "fits: yes" in result.output
+    assert ("fits: yes, needs 64.44 GiB (peak allocated + CUDA context + 2.50 GiB allocator headroom) of 79.18 GiB "
+            "(margin 19%)") in result.output
     assert "largest micro-batch that fits: 10" in result.output
 
 

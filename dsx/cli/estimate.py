@@ -98,11 +98,12 @@ def render(e, model_name: str, setup) -> str:
     lines += [f"  {'peak allocated':<{width}}{_gib(e.peak_allocated):>12}",
               f"  {'peak reserved':<{width}}{_gib(e.peak_reserved):>12}   (allocator slack x{setup.gpu.fragmentation})",
               f"  {'nvidia-smi':<{width}}{_gib(e.gpu_used):>12}   (+ {_gib(setup.gpu.context_bytes)} CUDA context)"]
-    needed = e.peak_allocated + setup.gpu.context_bytes
+    needed = (f"{_gib(e.needed)} (peak allocated + CUDA context + {_gib(setup.gpu.allocator_headroom_bytes)} "
+              f"allocator headroom)")
     if e.fits:
-        lines.append(f"fits: yes, {_gib(needed)} of {_gib(e.capacity)} (margin {e.margin:.0%})")
+        lines.append(f"fits: yes, needs {needed} of {_gib(e.capacity)} (margin {e.margin:.0%})")
     else:
-        lines.append(f"fits: NO, needs {_gib(needed)}, has {_gib(e.capacity)}")
+        lines.append(f"fits: NO, needs {needed}, has {_gib(e.capacity)}")
     lines.append("largest micro-batch that fits: " + (str(e.max_micro_batch) if e.max_micro_batch else
                                                       "none (even micro-batch 1 does not fit)"))
     lines.append(f"host memory per rank: {_gib(e.host_per_rank)}" +

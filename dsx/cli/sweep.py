@@ -128,9 +128,8 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
             mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
-            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within, estimate_gpu,
-            dry_run,
-            inject, **nodes):
+            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within,
+            estimate_gpu, dry_run, inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
