@@ -190,9 +190,7 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     click.echo(f"dsx sweep {spec.sweep_id()}: {spec.model} on {where}, {len(configurations)} configuration(s), "
                f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
     if dry_run:
-        for i, configuration in enumerate(configurations, start=1):
-            problem = configuration.problem(nvme_path)
-            click.echo(f"{i:3d}. {configuration.label}" + (f"  (skipped: {problem})" if problem else ""))
+        _print_plan(spec, configurations)
         return
     import signal
 
@@ -212,6 +210,35 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     if not any(r.best for r in outcome.results) and any(not r.skipped for r in outcome.results):
         click.echo("dsx sweep: no trial ran successfully", err=True)
         sys.exit(1)
+
+
+def _print_plan(spec, configurations) -> None:
+    """--dry-run: the configurations in the order the sweep would run them, with what dsx estimate predicts for each
+    when a calibrated GPU is visible or named (--estimate-gpu) and pruning is on."""
+    from dsx.sweep import AUTO, plan, visible_gpu_kind
+
+    gpu = visible_gpu_kind(spec) if spec.prune else None
+    runnable = [c for c in configurations if not c.problem(spec.nvme_path)]
+    plans = {p.configuration: p for p in plan(spec, runnable, gpu)} if gpu and runnable else {}
+    if plans:
+        click.echo(f"dsx estimate ({gpu}): likely fastest first; the search starts at the predicted largest "
+                   "micro-batch", err=True)
+        configurations = list(plans) + [c for c in configurations if c not in plans]
+    for i, configuration in enumerate(configurations, start=1):
+        item = plans.get(configuration)
+        problem = configuration.problem(spec.nvme_path) or (item.skip if item else None)
+        if problem:
+            detail = f"  (skipped: {problem})"
+        elif item and item.tokens_per_s and spec.micro_batch == AUTO:
+            detail = f"  (start at micro-batch {item.start}, predicted {item.tokens_per_s:,.0f} tokens/s)"
+        elif item and item.tokens_per_s:
+            runs = ",".join(str(mb) for mb in spec.micro_batch if mb not in item.skip_micro_batches)
+            skipped = (f"; {','.join(map(str, item.skip_micro_batches))} predicted not to fit"
+                       if item.skip_micro_batches else "")
+            detail = f"  (micro-batch {runs}{skipped}; predicted up to {item.tokens_per_s:,.0f} tokens/s)"
+        else:
+            detail = ""
+        click.echo(f"{i:3d}. {configuration.label}{detail}")
 
 
 def _describe_row(row: dict | None) -> str:
