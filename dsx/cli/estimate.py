@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from dsx.cli.options import SIZE, ds_config_options
+from dsx.cli.options import SIZE, config_source_options, model_options
 
 
 def _gib(n: int) -> str:
@@ -15,15 +15,8 @@ def _gib(n: int) -> str:
 
 
 @click.command("estimate")
-@click.option("--model", required=True, metavar="PRESET", help="Model preset (dsx models lists them).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a transformers config attribute.")
-@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's).")
-@click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Estimate this DeepSpeed JSON (no \"auto\"); excludes the config flags.")
-@click.option("--preset", "ds_preset", help="dsx config preset to start from.")
-@ds_config_options
-@click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE", help="Set a DeepSpeed config key.")
+@model_options
+@config_source_options
 @click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
 @click.option("--gpu", "gpu_kind", default="h100-80gb", show_default=True,
               help="Calibrated GPU kind (see the list in the error for an unknown one).")

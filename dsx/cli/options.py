@@ -30,6 +30,34 @@ def ds_config_options(f):
     return f
 
 
+_MODEL_OPTIONS = (
+    click.option("--model", required=True, metavar="PRESET",
+                 help="Model preset (dsx models lists them), e.g. gpt2-tiny."),
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                 help="Override a transformers config attribute, e.g. --set n_layer=8 (VALUE is JSON)."),
+    click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's)."),
+    click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N (e.g. 64)."),
+)
+
+
+def model_options(f):
+    """The model a `dsx run` trains and `dsx estimate` predicts: a preset and its overrides."""
+    for option in reversed(_MODEL_OPTIONS):
+        f = option(f)
+    return f
+
+
+def config_source_options(f):
+    """Where the DeepSpeed config comes from: a JSON file as is, or a dsx config preset + flags + --ds-set keys."""
+    f = click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE",
+                     help="Set a DeepSpeed config key, e.g. --ds-set optimizer.params.torch_adam=true "
+                          "(VALUE is JSON).")(f)
+    f = ds_config_options(f)
+    f = click.option("--preset", "ds_preset", help="dsx config preset to start from (dsx config --list).")(f)
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+                        help="Use this DeepSpeed JSON as is (no \"auto\"); excludes the config flags below.")(f)
+
+
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
 

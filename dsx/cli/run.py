@@ -7,24 +7,15 @@ import time
 
 import click
 
-from dsx.cli.options import NODE_KEYS, SIZE, ds_config_options, node_options
+from dsx.cli.options import NODE_KEYS, SIZE, config_source_options, model_options, node_options
 
 ENTERED = time.time()
 
 
 
 @click.command("run")
-@click.option("--model", required=True, metavar="PRESET", help="Model preset (dsx models lists them), e.g. gpt2-tiny.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="Override a transformers config attribute, e.g. --set n_layer=8 (VALUE is JSON).")
-@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's).")
-@click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N (e.g. 64).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Use this DeepSpeed JSON as is (no \"auto\"); excludes the config flags below.")
-@click.option("--preset", "ds_preset", help="dsx config preset to start from (dsx config --list).")
-@ds_config_options
-@click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE",
-              help="Set a DeepSpeed config key, e.g. --ds-set optimizer.params.torch_adam=true (VALUE is JSON).")
+@model_options
+@config_source_options
 @click.option("--gpus", type=click.IntRange(min=1),
               help="Ranks: GPUs to use (default all visible); without a GPU, CPU ranks (default 1).")
 @node_options
