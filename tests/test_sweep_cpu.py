@@ -140,8 +140,11 @@ def test_ctrl_c_or_sigterm_stops_the_running_trial_and_the_sweep_resumes_after_i
     lock = Path(str(results) + ".lock")
     args = [*BIG_VOCAB, "--zero", "1", "--micro-batch", "1,2"]
     buffers = shm_buffers()
+    # SIGINT as a terminal leaves it: a shell without job control starts background jobs with SIGINT ignored, and
+    # Python then never raises KeyboardInterrupt (a CI started with `&` would test nothing)
     proc = subprocess.Popen(sweep_argv(results, *args), cwd=tmp_path, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pgid = wait_for(lambda: running_trial(lock), 120, "the first trial to start")
     wait_for(lambda: any("train_rank" in " ".join(p.cmdline()) for p in group_alive(pgid)), 60, "a rank process")
     proc.send_signal(sig)
