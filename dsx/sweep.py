@@ -186,52 +186,45 @@ def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float 
 
     Memory grows with the micro-batch, so one OOM bounds everything above it. When `start` itself does not fit
     the bisection runs between 0 and `start` (x2 search), or it first shrinks /`step` until one fits (a predicted
-    start, step < 2: the boundary is near)."""
+    start, step < 2: the boundary is near). A trial that fails for another reason than memory ends the search."""
     result = SearchResult()
 
-    def attempt(mb: int, search: str) -> str:
+    class Failed(Exception):
+        pass
+
+    def fits(mb: int, search: str) -> bool:
         outcome = probe(mb, search)
         result.tried.append((mb, outcome))
-        return outcome
-
-    mb = min(start, maximum)
-    while True:
-        outcome = attempt(mb, "grow")
         if outcome == "fail":
             result.stopped = f"micro-batch {mb} failed (not out of memory); search stopped"
-            return result
+            raise Failed
         if outcome == "oom":
             result.first_oom = mb
-            break
+            return False
         result.largest_fit = mb
-        if mb >= maximum:
-            result.stopped = f"--mb-max {maximum} fits; the out-of-memory boundary lies above it"
-            return result
-        mb = min(max(mb + 1, int(mb * step)), maximum)
-    if result.largest_fit is None and step < 2:
-        mb = result.first_oom
-        while mb > 1:
-            mb = max(1, min(mb - 1, int(mb / step)))
-            outcome = attempt(mb, "shrink")
-            if outcome == "fail":
-                result.stopped = f"micro-batch {mb} failed (not out of memory); search stopped"
+        return True
+
+    try:
+        mb = min(start, maximum)
+        while fits(mb, "grow"):
+            if mb >= maximum:
+                result.stopped = f"--mb-max {maximum} fits; the out-of-memory boundary lies above it"
                 return result
-            if outcome == "oom":
-                result.first_oom = mb
-                continue
-            result.largest_fit = mb
-            break
-    low, high = result.largest_fit or 0, result.first_oom
-    while high - low > max(1, int(tolerance * low)):
-        mid = (low + high) // 2
-        outcome = attempt(mid, "bisect")
-        if outcome == "fail":
-            result.stopped = f"micro-batch {mid} failed (not out of memory); search stopped"
-            break
-        if outcome == "oom":
-            high = result.first_oom = mid
-        else:
-            low = result.largest_fit = mid
+            mb = min(max(mb + 1, int(mb * step)), maximum)
+        if result.largest_fit is None and step < 2:
+            while mb > 1:
+                mb = max(1, min(mb - 1, int(mb / step)))
+                if fits(mb, "shrink"):
+                    break
+        low, high = result.largest_fit or 0, result.first_oom
+        while high - low > max(1, int(tolerance * low)):
+            mid = (low + high) // 2
+            if fits(mid, "bisect"):
+                low = mid
+            else:
+                high = mid
+    except Failed:
+        pass
     return result
 
 
