@@ -9,7 +9,8 @@ GPU, two moments; the peak is the larger:
   what autograd keeps, measured on the meta device) + the loss backward's two logits-sized gradients.
     ZeRO-0   P·N + S·N (+ 4·N bf16: DeepSpeed's BF16_Optimizer keeps fp32 gradient accumulators)
     ZeRO-1/2 P·N + S·N/W                      (gradients do not exist yet at the start of the backward pass)
-    ZeRO-3   (P + S + P)·N/W + bucket         (its gradient partitions are allocated up front)
+    ZeRO-3   (P + S + P)·N/W + bucket + P·G   (its gradient partitions are allocated up front; G: parameters
+             gathered at once = the largest module + stage3_prefetch_bucket_size, capped by max_live_parameters)
     offload  P·N (ZeRO-1/2), P·N/W + bucket (ZeRO-3), bucket only with the parameters offloaded too
 - optimizer step: ZeRO-1/2 P·N + gradients (P·N at ZeRO-1, P·N/W at ZeRO-2) + P·N/W staging + (S + 4)·N/W
   (the fp32 gradient copy); ZeRO-3 (P + S + P + 4)·N/W + bucket; ZeRO-0 its resident states + gradients.
@@ -175,8 +176,10 @@ def optimizer_state_bytes(config: dict) -> int:
 
 
 def model_states(*, params: int, world: int, stage: int, precision: str, optimizer_bytes: int,
-                 offload: str, offload_params: str, bucket: int, grad_accum: int = 1) -> dict[str, dict[str, int]]:
-    """GPU bytes of the model states at the two moments, by part: {"forward": {...}, "step": {...}}."""
+                 offload: str, offload_params: str, bucket: int, grad_accum: int = 1,
+                 gathered: int = 0) -> dict[str, dict[str, int]]:
+    """GPU bytes of the model states at the two moments, by part: {"forward": {...}, "step": {...}}.
+    `gathered`: parameters ZeRO-3 holds gathered at once during the passes (zero3_gathered_params)."""
     n, w = params, world
     p = 4 if precision == "fp32" else 2
     master = 0 if (stage == 0 and precision == "fp32") else 4
@@ -221,7 +224,24 @@ def model_states(*, params: int, world: int, stage: int, precision: str, optimiz
     step.update(fwd)
     if offload == "none":
         step["fp32 gradients"] = 4 * n // w
+    if gathered:
+        fwd["gathered parameters"] = p * gathered  # released after each module: not there at the step
     return {"forward": fwd, "step": step}
+
+
+def zero3_gathered_params(config: dict, params: int, largest_module: int) -> int:
+    """Parameters ZeRO-3 keeps gathered at once in the forward/backward passes: the module in use (the largest
+    counts) + what is prefetched for the next ones (stage3_prefetch_bucket_size, at most
+    stage3_max_live_parameters), never more than the model."""
+    zero = config.get("zero_optimization") or {}
+
+    def number(key: str, default: int) -> int:
+        value = zero.get(key, default)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+    prefetch = min(number("stage3_prefetch_bucket_size", 50_000_000), number("stage3_max_live_parameters",
+                                                                             1_000_000_000))
+    return min(params, largest_module + prefetch)
 
 
 def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str, int]:
@@ -249,9 +269,16 @@ def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str,
     config = setup.ds_config
     stage, offload, offload_params, bucket = _zero(config)
     precision = precision_of(config)
-    states = model_states(params=_params(setup), world=setup.world_size, stage=stage, precision=precision,
+    n = _params(setup)
+    gathered = 0
+    if stage == 3:
+        from dsx.models import largest_module_params
+
+        gathered = zero3_gathered_params(config, n, largest_module_params(setup.resolved))
+    states = model_states(params=n, world=setup.world_size, stage=stage, precision=precision,
                           optimizer_bytes=optimizer_state_bytes(config), offload=offload,
-                          offload_params=offload_params, bucket=bucket, grad_accum=setup.grad_accum)
+                          offload_params=offload_params, bucket=bucket, grad_accum=setup.grad_accum,
+                          gathered=gathered)
     forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch)}
     step = states["step"]
     if sum(forward.values()) >= sum(step.values()):

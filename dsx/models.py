@@ -440,6 +440,12 @@ def count_params(resolved: ResolvedModel) -> int:
     return sum(p.numel() for p in meta_model(resolved).parameters())
 
 
+def largest_module_params(resolved: ResolvedModel) -> int:
+    """Parameters of the largest single module (its own, not its children's): what ZeRO-3 gathers at once at the
+    least (the embedding, often). On the meta device, like count_params."""
+    return max(sum(p.numel() for p in module.parameters(recurse=False)) for module in meta_model(resolved).modules())
+
+
 def synthetic_batch(resolved: ResolvedModel, micro_batch: int, device: Any = "cpu",
                     generator: "torch.Generator | None" = None) -> dict[str, "torch.Tensor"]:
     """A deterministic batch of `micro_batch` sequences of `resolved.seq_len` token ids (int64).

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from dsx.activations import saved_bytes
 from dsx.cli import cli
 from dsx.estimate import (CALIBRATION_FILE, CALIBRATION_ROWS, GPUS, HEADROOM_FILE, Setup, calibrate,
-                          calibrate_headroom, estimate, max_micro_batch, model_states, setup_of_row)
-from dsx.models import resolve_model
+                          calibrate_headroom, estimate, max_micro_batch, model_states, setup_of_row,
+                          zero3_gathered_params)
+from dsx.models import largest_module_params, resolve_model
 from dsx.results import read_rows
 from dsx.sweep import SweepSpec, plan, search_micro_batch
 
@@ -41,6 +42,23 @@ def test_zero3_partitions_everything_and_holds_the_bucket():
     assert states["forward"] == {"parameters": 500, "optimizer states": 3000, "gradients": 500,
                                  "gradient bucket": 200}
     assert states["step"]["fp32 gradients"] == 1000
+
+
+def test_zero3_gathers_the_largest_module_and_the_prefetch_bucket_in_the_passes_only():
+    states = model_states(params=1000, world=4, stage=3, precision="bf16", optimizer_bytes=8, offload="none",
+                          offload_params="cpu", bucket=100, gathered=300)
+    assert states["forward"] == {"optimizer states": 3000, "gradients": 500, "gradient bucket": 200,
+                                 "gathered parameters": 600}
+    assert "gathered parameters" not in states["step"]
+    config = {"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 200,
+                                    "stage3_max_live_parameters": 150}}
+    assert zero3_gathered_params(config, params=1000, largest_module=100) == 250  # prefetch capped by max live
+    assert zero3_gathered_params({"zero_optimization": {"stage": 3}}, params=1000, largest_module=100) == 1000
+
+
+def test_the_largest_module_is_the_token_embedding():
+    assert largest_module_params(resolve_model("gpt2-xl")) == 50257 * 1600
+    assert largest_module_params(resolve_model("llama-1b")) == 128256 * 2048
 
 
 def test_offload_leaves_only_parameters_on_the_gpu():
