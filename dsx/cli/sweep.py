@@ -124,7 +124,8 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
                                        "fastest by more than this fraction (1 keeps all that fit).")
 @click.option("--estimate-gpu", metavar="KIND", help="Calibrated GPU kind for the estimates (default: the visible "
                                                      "GPU's, when calibrated; dsx estimate --help).")
-@click.option("--dry-run", is_flag=True, help="List the configurations and exit.")
+@click.option("--dry-run", is_flag=True, help="List the configurations in the order they would run (with dsx "
+                                             "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
             mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
