@@ -855,17 +855,12 @@ def deepspeed_estimator_gpu_bytes(row: dict, e) -> int | None:
     if e.zero in (1, 2):
         return 2 * n if e.offload != "none" else 2 * n + int(18 * n / w)
     if e.zero == 3:
-        largest = 4 * _largest_layer_params(row)
+        from dsx.estimate import setup_of_row
+        from dsx.models import largest_module_params
+
+        largest = 4 * largest_module_params(setup_of_row(row).resolved)  # its _all_live term
         if e.offload != "none":
             return largest if e.offload_params != "none" else largest + int(2 * n / w)
         return largest + int(18 * n / w)
     return None
 
-
-def _largest_layer_params(row: dict) -> int:
-    """Parameters of the module with the most direct parameters (what DeepSpeed's _all_live estimator uses)."""
-    from dsx.estimate import setup_of_row
-    from dsx.models import meta_model
-
-    model = meta_model(setup_of_row(row).resolved)
-    return max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())

@@ -425,7 +425,8 @@ class Plan:
     tokens_per_s: float | None = None
     """Predicted at the start micro-batch (the order of the configurations)."""
     skip: str | None = None
-    """Why the configuration is skipped (predicted not to fit even at the smallest micro-batch)."""
+    """Why the configuration is skipped: predicted not to fit even at the smallest micro-batch, or more than
+    --keep-within slower than the predicted fastest."""
     skip_micro_batches: list[int] = field(default_factory=list)
     """Fixed micro-batches predicted not to fit (skipped)."""
 
