@@ -1,0 +1,207 @@
+"""Where one training step's time goes, for the plain-PyTorch baseline (bench/torch_baseline.py's step) and for a
+DeepSpeed engine step (launch/train_rank.py's step), on the same model, batch and GPU, in one process.
+
+`dsx run` measures how fast a configuration is; this says why it is not faster. For each setup, after warm-up:
+- step ms: the median wall time of a whole step, synchronised on both sides only (as `dsx run` times it);
+- phase ms: forward, backward and optimizer step timed separately, synchronised between phases (medians);
+- GPU kernel ms by kind and GPU idle ms, per step, from torch.profiler over a few more steps: idle time is
+  the part of the step in which no kernel ran (host-side work the GPU waited for).
+
+    python bench/step_profile.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile \\
+        --ds-config ds.json --out profile.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import time
+
+import torch
+
+from dsx.models import build_model, resolve_model, synthetic_batch
+
+# Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
+KINDS = (
+    ("matmul", r"gemm|cutlass|nvjet|xmma|cublas|wgmma"),
+    ("attention", r"flash|fmha|attention|mem_eff"),
+    ("optimizer", r"adam|multi_tensor|foreach"),
+    ("collective", r"nccl"),
+    ("copy/fill", r"copy|memcpy|memset|fill|cat|CatArray"),
+    ("compiled (triton)", r"^triton"),
+    ("norm/reduce", r"norm|reduce"),
+)
+
+
+def kind_of(kernel: str) -> str:
+    for kind, pattern in KINDS:
+        if re.search(pattern, kernel, re.IGNORECASE):
+            return kind
+    return "other elementwise"
+
+
+def kernel_summary(prof, steps: int, wall_s: float) -> dict:
+    """GPU kernel time per step by kind, and the idle part of the profiled wall time (merged kernel intervals)."""
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    by_kind: dict[str, float] = {}
+    intervals = []
+    for e in kernels:
+        start, end = e.time_range.start, e.time_range.end
+        by_kind[kind_of(e.name)] = by_kind.get(kind_of(e.name), 0.0) + (end - start) / 1e3
+        intervals.append((start, end))
+    busy_us, last_end = 0.0, None
+    for start, end in sorted(intervals):
+        if last_end is None or start > last_end:
+            busy_us += end - start
+            last_end = end
+        elif end > last_end:
+            busy_us += end - last_end
+            last_end = end
+    busy_ms = busy_us / 1e3 / steps
+    return {"kernels_per_step": len(kernels) / steps,
+            "kernel_ms_per_step": {k: round(v / steps, 3) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+            "gpu_busy_ms_per_step": round(busy_ms, 3),
+            "gpu_idle_ms_per_step": round(wall_s * 1e3 / steps - busy_ms, 3)}
+
+
+def measure(name: str, forward, backward, optimizer_step, device, warmup: int, steps: int,
+            profile_steps: int) -> dict:
+    """Time `steps` whole steps, `steps` phase-split steps, then profile `profile_steps` steps."""
+    on_cuda = device.type == "cuda"
+
+    def sync():
+        if on_cuda:
+            torch.cuda.synchronize(device)
+
+    def whole_step():
+        loss = forward()
+        backward(loss)
+        optimizer_step()
+        return loss
+
+    for _ in range(warmup):
+        whole_step()
+    sync()
+    step_ms, phases = [], {"forward": [], "backward": [], "step": []}
+    for _ in range(steps):
+        sync()
+        start = time.perf_counter()
+        whole_step()
+        sync()
+        step_ms.append((time.perf_counter() - start) * 1e3)
+    for _ in range(steps):
+        sync()
+        t0 = time.perf_counter()
+        loss = forward()
+        sync()
+        t1 = time.perf_counter()
+        backward(loss)
+        sync()
+        t2 = time.perf_counter()
+        optimizer_step()
+        sync()
+        t3 = time.perf_counter()
+        for phase, ms in zip(phases, ((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3)):
+            phases[phase].append(ms)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if on_cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sync()
+    with torch.profiler.profile(activities=activities) as prof:
+        start = time.perf_counter()
+        for _ in range(profile_steps):
+            whole_step()
+        sync()
+        profiled_wall = time.perf_counter() - start
+    row = {"setup": name, "step_ms": round(statistics.median(step_ms), 3),
+           "phase_ms": {k: round(statistics.median(v), 3) for k, v in phases.items()},
+           "profiled_steps": profile_steps, "profiled_step_ms": round(profiled_wall * 1e3 / profile_steps, 3)}
+    if on_cuda:
+        row.update(kernel_summary(prof, profile_steps, profiled_wall))
+    return row
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="gpt2")
+    parser.add_argument("--seq-len", type=int, default=None)
+    parser.add_argument("--vocab-pad", type=int, default=None)
+    parser.add_argument("--micro-batch", type=int, default=16)
+    parser.add_argument("--compile", action="store_true", help="torch.compile (baseline), engine.compile() (DeepSpeed)")
+    parser.add_argument("--ds-config", required=True, help="DeepSpeed config JSON for the engine step")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--profile-steps", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--out", default=None, help="append one JSON line per setup")
+    args = parser.parse_args()
+
+    on_cuda = torch.cuda.is_available()
+    device = torch.device("cuda", 0) if on_cuda else torch.device("cpu")
+    resolved = resolve_model(args.model, seq_len=args.seq_len, vocab_pad=args.vocab_pad)
+    batch = {k: v.to(device) for k, v in
+             synthetic_batch(resolved, args.micro_batch, "cpu", torch.Generator().manual_seed(0)).items()}
+    common = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": resolved.seq_len,
+              "compile": args.compile, "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
+              "torch": torch.__version__}
+    rows = []
+
+    # The baseline: fp32 weights, bf16 autocast, fused AdamW (bench/torch_baseline.py).
+    torch.manual_seed(0)
+    model = build_model(resolved, attn="sdpa", device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=on_cuda)
+    step_model = torch.compile(model) if args.compile else model
+
+    def baseline_forward():
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            return step_model(**batch).loss
+
+    def baseline_step():
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    label = "plain PyTorch (autocast bf16, " + ("fused AdamW" if on_cuda else "AdamW") + (", torch.compile)" if args.compile else ")")
+    rows.append(measure(label,
+                        baseline_forward, lambda loss: loss.backward(), baseline_step, device, args.warmup,
+                        args.steps, args.profile_steps) | common)
+    del model, optimizer, step_model
+    if on_cuda:
+        torch.cuda.empty_cache()
+
+    # The DeepSpeed engine step, as launch/train_rank.py runs it (one rank, no launcher).
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
+                       ("MASTER_PORT", str(free_port()))):
+        os.environ.setdefault(key, value)
+    import deepspeed
+
+    deepspeed.init_distributed()
+    ds_config = json.loads(open(args.ds_config).read())
+    torch.manual_seed(0)
+    model = build_model(resolved, attn="sdpa", device=device)
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=list(model.parameters()), config=ds_config)
+    if args.compile:
+        engine.compile()
+    engine.train()
+    rows.append(measure("DeepSpeed " + deepspeed.__version__ + (", engine.compile()" if args.compile else ""),
+                        lambda: engine(**batch).loss, engine.backward, engine.step, device, args.warmup,
+                        args.steps, args.profile_steps) | common | {"ds_config": ds_config})
+    for row in rows:
+        text = json.dumps(row)
+        print(text)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
