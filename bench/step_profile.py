@@ -27,12 +27,12 @@ from dsx.models import build_model, resolve_model, synthetic_batch
 
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
 KINDS = (
+    ("compiled (triton)", r"^triton"),  # first: inductor names fused kernels after their ops (to_copy, cat, ...)
     ("matmul", r"gemm|cutlass|nvjet|xmma|cublas|wgmma"),
     ("attention", r"flash|fmha|attention|mem_eff"),
     ("optimizer", r"adam|multi_tensor|foreach"),
     ("collective", r"nccl"),
     ("copy/fill", r"copy|memcpy|memset|fill|cat|CatArray"),
-    ("compiled (triton)", r"^triton"),
     ("norm/reduce", r"norm|reduce"),
 )
 
@@ -48,11 +48,14 @@ def kernel_summary(prof, steps: int, wall_s: float) -> dict:
     """GPU kernel time per step by kind, and the idle part of the profiled wall time (merged kernel intervals)."""
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     by_kind: dict[str, float] = {}
+    by_name: dict[str, float] = {}
     intervals = []
     for e in kernels:
         start, end = e.time_range.start, e.time_range.end
         by_kind[kind_of(e.name)] = by_kind.get(kind_of(e.name), 0.0) + (end - start) / 1e3
+        by_name[e.name[:100]] = by_name.get(e.name[:100], 0.0) + (end - start) / 1e3
         intervals.append((start, end))
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:15]
     busy_us, last_end = 0.0, None
     for start, end in sorted(intervals):
         if last_end is None or start > last_end:
@@ -65,7 +68,8 @@ def kernel_summary(prof, steps: int, wall_s: float) -> dict:
     return {"kernels_per_step": len(kernels) / steps,
             "kernel_ms_per_step": {k: round(v / steps, 3) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
             "gpu_busy_ms_per_step": round(busy_ms, 3),
-            "gpu_idle_ms_per_step": round(wall_s * 1e3 / steps - busy_ms, 3)}
+            "gpu_idle_ms_per_step": round(wall_s * 1e3 / steps - busy_ms, 3),
+            "top_kernels_ms_per_step": [[name, kind_of(name), round(ms / steps, 3)] for name, ms in top]}
 
 
 def measure(name: str, forward, backward, optimizer_step, device, warmup: int, steps: int,
@@ -143,6 +147,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile-steps", type=int, default=3)
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--only", choices=("both", "baseline", "deepspeed"), default="both",
+                        help="profile one setup only (a model too large for both in one process)")
     parser.add_argument("--out", default=None, help="append one JSON line per setup")
     args = parser.parse_args()
 
@@ -156,7 +162,21 @@ def main() -> None:
               "torch": torch.__version__}
     rows = []
 
-    # The baseline: fp32 weights, bf16 autocast, fused AdamW (bench/torch_baseline.py).
+    if args.only != "deepspeed":
+        rows.append(profile_baseline(args, resolved, batch, device) | common)
+    if args.only != "baseline":
+        rows.append(profile_deepspeed(args, resolved, batch, device) | common)
+    for row in rows:
+        text = json.dumps(row)
+        print(text)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(text + "\n")
+
+
+def profile_baseline(args, resolved, batch, device) -> dict:
+    """The baseline: fp32 weights, bf16 autocast, fused AdamW (bench/torch_baseline.py)."""
+    on_cuda = device.type == "cuda"
     torch.manual_seed(0)
     model = build_model(resolved, attn="sdpa", device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=on_cuda)
@@ -170,15 +190,18 @@ def main() -> None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    label = "plain PyTorch (autocast bf16, " + ("fused AdamW" if on_cuda else "AdamW") + (", torch.compile)" if args.compile else ")")
-    rows.append(measure(label,
-                        baseline_forward, lambda loss: loss.backward(), baseline_step, device, args.warmup,
-                        args.steps, args.profile_steps) | common)
+    label = ("plain PyTorch (autocast bf16, " + ("fused AdamW" if on_cuda else "AdamW")
+             + (", torch.compile)" if args.compile else ")"))
+    row = measure(label, baseline_forward, lambda loss: loss.backward(), baseline_step, device, args.warmup,
+                  args.steps, args.profile_steps)
     del model, optimizer, step_model
     if on_cuda:
         torch.cuda.empty_cache()
+    return row
 
-    # The DeepSpeed engine step, as launch/train_rank.py runs it (one rank, no launcher).
+
+def profile_deepspeed(args, resolved, batch, device) -> dict:
+    """The DeepSpeed engine step, as launch/train_rank.py runs it (one rank, no launcher)."""
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
                        ("MASTER_PORT", str(free_port()))):
         os.environ.setdefault(key, value)
@@ -192,15 +215,9 @@ def main() -> None:
     if args.compile:
         engine.compile()
     engine.train()
-    rows.append(measure("DeepSpeed " + deepspeed.__version__ + (", engine.compile()" if args.compile else ""),
-                        lambda: engine(**batch).loss, engine.backward, engine.step, device, args.warmup,
-                        args.steps, args.profile_steps) | common | {"ds_config": ds_config})
-    for row in rows:
-        text = json.dumps(row)
-        print(text)
-        if args.out:
-            with open(args.out, "a") as f:
-                f.write(text + "\n")
+    return measure("DeepSpeed " + deepspeed.__version__ + (", engine.compile()" if args.compile else ""),
+                   lambda: engine(**batch).loss, engine.backward, engine.step, device, args.warmup, args.steps,
+                   args.profile_steps) | {"ds_config": ds_config}
 
 
 if __name__ == "__main__":
