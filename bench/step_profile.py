@@ -28,8 +28,8 @@ from dsx.models import build_model, resolve_model, synthetic_batch
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
 KINDS = (
     ("compiled (triton)", r"^triton"),  # first: inductor names fused kernels after their ops (to_copy, cat, ...)
+    ("attention", r"flash|fmha|attention|mem_eff|sdpa"),  # before matmul: cuDNN's attention kernels say wgmma
     ("matmul", r"gemm|cutlass|nvjet|xmma|cublas|wgmma"),
-    ("attention", r"flash|fmha|attention|mem_eff"),
     ("optimizer", r"adam|multi_tensor|foreach"),
     ("collective", r"nccl"),
     ("copy/fill", r"copy|memcpy|memset|fill|cat|CatArray"),
