@@ -1,6 +1,8 @@
 """Tables for bench/results/issue3/README.md, computed from the committed rows (no hand-copied figures).
 
-    python bench/issue3_summary.py bench/results/issue3/h100
+    python bench/issue3_summary.py bench/results/issue3/h100 [bench/results/issue3/h100_tuned]
+
+The second folder holds parts 4-7 (the tuned runs): runs_part*.jsonl, baseline.jsonl, profile_*.jsonl.
 """
 
 from __future__ import annotations
@@ -35,11 +37,84 @@ def setup(row: dict) -> str:
         parts.append("DeepSpeedCPUAdam")
     else:
         parts.append("torch fused AdamW" if params.get("torch_adam") else "FusedAdam")
+    if not row["ds_config"].get("gradient_clipping") and row["ds_config"].get("bf16", {}).get("check_grad_overflow") is False:
+        parts.append("no clipping, no overflow check")
     return ", ".join(parts)
+
+
+def dropout(row: dict) -> str:
+    """GPT-2's three dropout probabilities as the row set them (the preset keeps transformers' 0.1)."""
+    overrides = row["model"]["overrides"]
+    values = {overrides.get(k, 0.1) for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop")}
+    return "/".join(f"{v:g}" for v in sorted(values))
+
+
+def profile_kinds(row: dict) -> dict:
+    """Kernel ms per step by kind; a profile written before step_profile matched attention ahead of matmul has
+    cuDNN's attention kernels under matmul: they are moved back using the row's top kernels (which hold both)."""
+    kinds = dict(row["kernel_ms_per_step"])
+    if "attention" not in kinds:
+        moved = sum(ms for name, _, ms in row["top_kernels_ms_per_step"] if "sdpa" in name or "flash" in name)
+        kinds["matmul"] -= moved
+        kinds["attention"] = moved
+    return kinds
+
+
+def tuned(folder: Path) -> list[str]:
+    """Parts 4-7: dsx doing only the baseline's work (124M), and gpt2-xl pushed towards the MFU goal."""
+    runs = [r for f in sorted(folder.glob("runs_part*.jsonl")) for r in rows(f) if r["status"] == "ok"]
+    baselines = {b["micro_batch"]: b for b in rows(folder / "baseline.jsonl")}
+    out = ["### GPT-2 124M again, doing only the baseline's work (part 4: one command, same GPU)", "",
+           "| setup | micro-batch | median step ms | tokens/s | model TFLOP/s | MFU | peak alloc GiB | "
+           "vs baseline at the same micro-batch |", "|---|---|---|---|---|---|---|---|"]
+    for mb, b in sorted(baselines.items()):
+        out.append(f"| {b['setup']} | {mb} | {b['step_time_s']['median'] * 1e3:.1f} | {b['tokens_per_s']:,.0f} | "
+                   f"{b['model_tflops_per_s']:.0f} | {b['mfu']:.1%} | {b['peak_allocated_bytes'] / GIB:.1f} | 1.00 |")
+        for r in (r for r in runs if r["model"]["preset"] == "gpt2" and r["micro_batch"] == mb):
+            f = r["figures"]
+            out.append(f"| dsx run: {setup(r)} | {mb} | {f['step_time_s']['median'] * 1e3:.1f} | "
+                       f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} | "
+                       f"{r['memory']['max']['peak_allocated'] / GIB:.1f} | "
+                       f"{f['tokens_per_s'] / b['tokens_per_s']:.2f} |")
+
+    profiles = [(p.stem, row) for p in sorted(folder.glob("profile_*.jsonl")) if not p.stem.endswith("_first")
+                for row in rows(p)]
+    columns = ("matmul", "attention", "compiled (triton)", "copy/fill", "optimizer")
+    out += ["", "### Where the step goes (bench/step_profile.py: phases timed between synchronisations; kernel "
+            "time per step from torch.profiler)", "",
+            "| model, micro-batch | setup | step ms | forward | backward | optimizer step | "
+            + " | ".join(f"{c} kernels" for c in columns) + " | other kernels | GPU idle | kernels per step |",
+            "|" + "---|" * (9 + len(columns))]
+    for _, p in profiles:
+        kinds, phases = profile_kinds(p), p["phase_ms"]
+        other = sum(v for k, v in kinds.items() if k not in columns)
+        out.append(f"| {p['model']}, {p['micro_batch']} | {p['setup']} | {p['step_ms']:.1f} | {phases['forward']:.1f} | "
+                   f"{phases['backward']:.1f} | {phases['step']:.1f} | "
+                   + " | ".join(f"{kinds.get(c, 0.0):.1f}" for c in columns)
+                   + f" | {other:.1f} | {p['gpu_idle_ms_per_step']:.1f} | {p['kernels_per_step']:.0f} |")
+
+    xl = [r for r in runs if r["model"]["preset"] == "gpt2-xl"]
+    out += ["", "### GPT-2 1.56B (gpt2-xl shape), ZeRO-2 + engine.compile(), 1 GPU (parts 5-7)", "",
+            "| setup | dropout | micro-batch | grad-accum | tokens per step | median step ms | tokens/s | "
+            "model TFLOP/s | MFU | peak alloc GiB | NVML GiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in xl:
+        f, m = r["figures"], r["memory"]["max"]
+        out.append(f"| {setup(r)} | {dropout(r)} | {r['micro_batch']} | {r['grad_accum']} | "
+                   f"{r['micro_batch'] * r['grad_accum'] * r['model']['seq_len']:,} | "
+                   f"{f['step_time_s']['median'] * 1e3:.0f} | {f['tokens_per_s']:,.0f} | "
+                   f"{f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} | {m['peak_allocated'] / GIB:.1f} | "
+                   f"{m['nvml_used'] / GIB:.1f} |")
+    pair = {(dropout(r), r["grad_accum"]): r["figures"]["step_time_s"]["median"] for r in xl}
+    if ("0.1", 1) in pair and ("0.1", 4) in pair:
+        micro = (pair[("0.1", 4)] - pair[("0.1", 1)]) / 3
+        out += ["", f"From the grad-accum 1 and 4 rows (dropout 0.1): forward + backward of one micro-batch "
+                f"{micro * 1e3:.0f} ms, the optimizer step and its copies {(pair[('0.1', 1)] - micro) * 1e3:.0f} ms."]
+    return out
 
 
 def main() -> None:
     folder = Path(sys.argv[1])
+    tuned_folder = Path(sys.argv[2]) if len(sys.argv) > 2 else None
     every = rows(folder / "runs.jsonl")
     runs = [r for r in every if r["status"] == "ok"]
     baseline = rows(folder / "baseline.jsonl")[0]
@@ -105,6 +180,8 @@ def main() -> None:
         out.append(f"| {r['model']['preset']} {setup(r)} mb {r['micro_batch']} | {o['total_s']:.1f} | {o['timed_s']:.1f} | "
                    f"{o['warmup_s']:.1f} | {o['launch_to_rank_start_s']:.1f} | {o['rank_import_s']:.1f} | "
                    f"{o['model_build_s']:.1f} | {o['ds_initialize_s']:.1f} | {o['teardown_s']:.1f} |")
+    if tuned_folder is not None:
+        out += [""] + tuned(tuned_folder)
     print("\n".join(out))
 
 
