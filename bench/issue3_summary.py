@@ -37,7 +37,8 @@ def setup(row: dict) -> str:
         parts.append("DeepSpeedCPUAdam")
     else:
         parts.append("torch fused AdamW" if params.get("torch_adam") else "FusedAdam")
-    if not row["ds_config"].get("gradient_clipping") and row["ds_config"].get("bf16", {}).get("check_grad_overflow") is False:
+    config = row["ds_config"]
+    if not config.get("gradient_clipping") and config.get("bf16", {}).get("check_grad_overflow") is False:
         parts.append("no clipping, no overflow check")
     return ", ".join(parts)
 
@@ -50,9 +51,14 @@ def dropout(row: dict) -> str:
 
 
 def profile_kinds(row: dict) -> dict:
-    """Kernel ms per step by kind; a profile written before step_profile matched attention ahead of matmul has
-    cuDNN's attention kernels under matmul: they are moved back using the row's top kernels (which hold both)."""
+    """Kernel ms per step by kind. Two fixes for profile_xl.jsonl, written by an earlier step_profile, both made
+    from the row's top kernels (which hold every kernel concerned): cuDNN's attention kernels were counted under
+    matmul, and the device-side "Optimizer.step#AdamW.step" annotation was counted as an optimizer kernel."""
     kinds = dict(row["kernel_ms_per_step"])
+    if row.get("user_annotations") != "excluded":
+        for name, kind, ms in row["top_kernels_ms_per_step"]:
+            if "#" in name:
+                kinds[kind] -= ms
     if "attention" not in kinds:
         moved = sum(ms for name, _, ms in row["top_kernels_ms_per_step"] if "sdpa" in name or "flash" in name)
         kinds["matmul"] -= moved
@@ -77,19 +83,18 @@ def tuned(folder: Path) -> list[str]:
                        f"{r['memory']['max']['peak_allocated'] / GIB:.1f} | "
                        f"{f['tokens_per_s'] / b['tokens_per_s']:.2f} |")
 
-    profiles = [(p.stem, row) for p in sorted(folder.glob("profile_*.jsonl")) if not p.stem.endswith("_first")
-                for row in rows(p)]
+    profiles = [row for p in sorted(folder.glob("profile_*.jsonl")) for row in rows(p)]  # superseded_* not
     columns = ("matmul", "attention", "compiled (triton)", "copy/fill", "optimizer")
     out += ["", "### Where the step goes (bench/step_profile.py: phases timed between synchronisations; kernel "
             "time per step from torch.profiler)", "",
             "| model, micro-batch | setup | step ms | forward | backward | optimizer step | "
             + " | ".join(f"{c} kernels" for c in columns) + " | other kernels | GPU idle | kernels per step |",
             "|" + "---|" * (9 + len(columns))]
-    for _, p in profiles:
+    for p in profiles:
         kinds, phases = profile_kinds(p), p["phase_ms"]
         other = sum(v for k, v in kinds.items() if k not in columns)
-        out.append(f"| {p['model']}, {p['micro_batch']} | {p['setup']} | {p['step_ms']:.1f} | {phases['forward']:.1f} | "
-                   f"{phases['backward']:.1f} | {phases['step']:.1f} | "
+        out.append(f"| {p['model']}, {p['micro_batch']} | {p['setup']} | {p['step_ms']:.1f} | "
+                   f"{phases['forward']:.1f} | {phases['backward']:.1f} | {phases['step']:.1f} | "
                    + " | ".join(f"{kinds.get(c, 0.0):.1f}" for c in columns)
                    + f" | {other:.1f} | {p['gpu_idle_ms_per_step']:.1f} | {p['kernels_per_step']:.0f} |")
 

@@ -1,0 +1,46 @@
+"""The committed GPU evidence reads as its scripts compute it: bench/results/issue3/README.md holds what
+bench/issue3_summary.py prints from the committed rows, and bench/step_profile.py files kernels under the kinds its
+tables use (the names are the ones the H100 profiles recorded)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+ISSUE3 = ROOT / "bench/results/issue3"
+
+
+def load_step_profile():
+    spec = importlib.util.spec_from_file_location("step_profile", ROOT / "bench/step_profile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_issue3_readme_holds_every_line_the_summary_prints_from_the_committed_rows():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "bench/issue3_summary.py", str(ISSUE3 / "h100"), str(ISSUE3 / "h100_tuned")]
+    printed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    readme = (ISSUE3 / "README.md").read_text()
+    missing = [line for line in printed.splitlines() if line and line not in readme]
+    assert missing == []
+
+
+def test_cudnn_attention_kernels_are_attention_though_their_names_say_wgmma():
+    kind_of = load_step_profile().kind_of
+    assert kind_of("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1") == "attention"
+
+
+def test_inductor_kernels_named_after_a_copy_are_compiled_kernels_not_copies():
+    kind_of = load_step_profile().kind_of
+    assert kind_of("triton_per_fused__to_copy_add_native_dropout_backward_native_layer_norm") == "compiled (triton)"
+
+
+def test_cublas_kernels_are_matmul_and_a_plain_copy_is_a_copy():
+    kind_of = load_step_profile().kind_of
+    assert kind_of("nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN") == "matmul"
+    assert kind_of("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda") == "copy/fill"
