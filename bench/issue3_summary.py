@@ -83,7 +83,7 @@ def tuned(folder: Path) -> list[str]:
                        f"{r['memory']['max']['peak_allocated'] / GIB:.1f} | "
                        f"{f['tokens_per_s'] / b['tokens_per_s']:.2f} |")
 
-    profiles = [row for p in sorted(folder.glob("profile_*.jsonl")) for row in rows(p)]  # superseded_* not
+    profiles = [row for p in sorted(folder.glob("profile_*.jsonl")) for row in rows(p)]  # not superseded_*
     columns = ("matmul", "attention", "compiled (triton)", "copy/fill", "optimizer")
     out += ["", "### Where the step goes (bench/step_profile.py: phases timed between synchronisations; kernel "
             "time per step from torch.profiler)", "",

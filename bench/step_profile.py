@@ -38,6 +38,7 @@ KINDS = (
 
 
 def kind_of(kernel: str) -> str:
+    """The first kind whose pattern the kernel's name matches."""
     for kind, pattern in KINDS:
         if re.search(pattern, kernel, re.IGNORECASE):
             return kind
@@ -54,8 +55,9 @@ def kernel_summary(prof, steps: int, wall_s: float) -> dict:
     intervals = []
     for e in kernels:
         start, end = e.time_range.start, e.time_range.end
-        by_kind[kind_of(e.name)] = by_kind.get(kind_of(e.name), 0.0) + (end - start) / 1e3
-        by_name[e.name[:100]] = by_name.get(e.name[:100], 0.0) + (end - start) / 1e3
+        kind, name = kind_of(e.name), e.name[:100]
+        by_kind[kind] = by_kind.get(kind, 0.0) + (end - start) / 1e3
+        by_name[name] = by_name.get(name, 0.0) + (end - start) / 1e3
         intervals.append((start, end))
     top = sorted(by_name.items(), key=lambda kv: -kv[1])[:15]
     busy_us, last_end = 0.0, None
