@@ -43,6 +43,20 @@ def setup(row: dict) -> str:
     return ", ".join(parts)
 
 
+def baseline_line(b: dict) -> str:
+    """A plain-PyTorch row of the 124M tables."""
+    return (f"| {b['setup']} | {b['micro_batch']} | {b['step_time_s']['median'] * 1e3:.1f} | {b['tokens_per_s']:,.0f} | "
+            f"{b['model_tflops_per_s']:.0f} | {b['mfu']:.1%} | {b['peak_allocated_bytes'] / GIB:.1f} | 1.00 |")
+
+
+def dsx_line(r: dict, b: dict) -> str:
+    """A dsx row of the 124M tables, with its tokens/s against baseline row `b`'s."""
+    f = r["figures"]
+    return (f"| dsx run: {setup(r)} | {r['micro_batch']} | {f['step_time_s']['median'] * 1e3:.1f} | "
+            f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} | "
+            f"{r['memory']['max']['peak_allocated'] / GIB:.1f} | {f['tokens_per_s'] / b['tokens_per_s']:.2f} |")
+
+
 def dropout(row: dict) -> str:
     """GPT-2's three dropout probabilities as the row set them (the preset keeps transformers' 0.1)."""
     overrides = row["model"]["overrides"]
@@ -74,14 +88,8 @@ def tuned(folder: Path) -> list[str]:
            "| setup | micro-batch | median step ms | tokens/s | model TFLOP/s | MFU | peak alloc GiB | "
            "vs baseline at the same micro-batch |", "|---|---|---|---|---|---|---|---|"]
     for mb, b in sorted(baselines.items()):
-        out.append(f"| {b['setup']} | {mb} | {b['step_time_s']['median'] * 1e3:.1f} | {b['tokens_per_s']:,.0f} | "
-                   f"{b['model_tflops_per_s']:.0f} | {b['mfu']:.1%} | {b['peak_allocated_bytes'] / GIB:.1f} | 1.00 |")
-        for r in (r for r in runs if r["model"]["preset"] == "gpt2" and r["micro_batch"] == mb):
-            f = r["figures"]
-            out.append(f"| dsx run: {setup(r)} | {mb} | {f['step_time_s']['median'] * 1e3:.1f} | "
-                       f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} | "
-                       f"{r['memory']['max']['peak_allocated'] / GIB:.1f} | "
-                       f"{f['tokens_per_s'] / b['tokens_per_s']:.2f} |")
+        out.append(baseline_line(b))
+        out += [dsx_line(r, b) for r in runs if r["model"]["preset"] == "gpt2" and r["micro_batch"] == mb]
 
     profiles = [row for p in sorted(folder.glob("profile_*.jsonl")) for row in rows(p)]  # not superseded_*
     columns = ("matmul", "attention", "compiled (triton)", "copy/fill", "optimizer")
@@ -132,17 +140,11 @@ def main() -> None:
     out += ["### GPT-2 124M, seq 1024, vocab 50304: dsx run vs plain PyTorch (same command, same GPU)", "",
             "| setup | micro-batch | median step ms | tokens/s | model TFLOP/s | MFU | peak alloc GiB | vs baseline |",
             "|---|---|---|---|---|---|---|---|",
-            f"| {baseline['setup']} | {baseline['micro_batch']} | {baseline['step_time_s']['median'] * 1e3:.1f} | "
-            f"{baseline['tokens_per_s']:,.0f} | {baseline['model_tflops_per_s']:.0f} | {baseline['mfu']:.1%} | "
-            f"{baseline['peak_allocated_bytes'] / GIB:.1f} | 1.00 |"]
+            baseline_line(baseline)]
     for r in gpt2:
-        f = r["figures"]
-        out.append(f"| dsx run: {setup(r)} | {r['micro_batch']} | {f['step_time_s']['median'] * 1e3:.1f} | "
-                   f"{f['tokens_per_s']:,.0f} | {f['model_tflops_per_s']:.0f} | {f['mfu']:.1%} | "
-                   f"{r['memory']['max']['peak_allocated'] / GIB:.1f} | "
-                   f"{f['tokens_per_s'] / baseline['tokens_per_s']:.2f} |")
-        if f.get("flop_counter_flops_per_step"):
-            out += ["", f"FLOP cross-check ({r['model']['preset']}): {f['flop_check_note']}"]
+        out.append(dsx_line(r, baseline))
+        if r["figures"].get("flop_counter_flops_per_step"):
+            out += ["", f"FLOP cross-check ({r['model']['preset']}): {r['figures']['flop_check_note']}"]
 
     xl = [r for r in runs if r["model"]["preset"] == "gpt2-xl"]
     out += ["", "### GPT-2 1.56B (gpt2-xl shape), seq 1024, 1 GPU", "",

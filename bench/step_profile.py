@@ -17,13 +17,14 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
 import time
 
 import torch
+from torch_baseline import make_step  # bench/ is on the path when this script runs
 
 from dsx.models import build_model, resolve_model, synthetic_batch
+from dsx.run import free_port
 
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
 KINDS = (
@@ -133,12 +134,6 @@ def measure(name: str, forward, backward, optimizer_step, device, warmup: int, s
     return row
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="gpt2")
@@ -179,27 +174,14 @@ def main() -> None:
 
 
 def profile_baseline(args, resolved, batch, device) -> dict:
-    """The baseline: fp32 weights, bf16 autocast, fused AdamW (bench/torch_baseline.py)."""
-    on_cuda = device.type == "cuda"
-    torch.manual_seed(0)
-    model = build_model(resolved, attn="sdpa", device=device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=on_cuda)
-    step_model = torch.compile(model) if args.compile else model
-
-    def baseline_forward():
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            return step_model(**batch).loss
-
-    def baseline_step():
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    label = ("plain PyTorch (autocast bf16, " + ("fused AdamW" if on_cuda else "AdamW")
+    """The baseline's step, as bench/torch_baseline.py runs it."""
+    forward, backward, optimizer_step = make_step(resolved, batch, compile=args.compile, attn="sdpa", lr=args.lr,
+                                                  device=device)
+    label = ("plain PyTorch (autocast bf16, " + ("fused AdamW" if device.type == "cuda" else "AdamW")
              + (", torch.compile)" if args.compile else ")"))
-    row = measure(label, baseline_forward, lambda loss: loss.backward(), baseline_step, device, args.warmup,
-                  args.steps, args.profile_steps)
-    del model, optimizer, step_model
-    if on_cuda:
+    row = measure(label, forward, backward, optimizer_step, device, args.warmup, args.steps, args.profile_steps)
+    del forward, backward, optimizer_step  # the model and optimizer live in these closures
+    if device.type == "cuda":
         torch.cuda.empty_cache()
     return row
 

@@ -21,6 +21,29 @@ from dsx.gpus import peak_tflops
 from dsx.models import build_model, count_params, resolve_model, synthetic_batch
 
 
+def make_step(resolved, batch: dict, *, compile: bool, attn: str, lr: float, device: torch.device):
+    """The baseline's model and step: fp32 weights, bf16 autocast, fused AdamW (on CUDA), optional torch.compile.
+    Returns (forward, backward, optimizer_step), called in that order for one step (bench/step_profile.py times
+    them apart)."""
+    torch.manual_seed(0)
+    model = build_model(resolved, attn=attn, device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=device.type == "cuda")
+    step_model = torch.compile(model) if compile else model
+
+    def forward():
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            return step_model(**batch).loss
+
+    def backward(loss):
+        loss.backward()
+
+    def optimizer_step():
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return forward, backward, optimizer_step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="gpt2")
@@ -39,19 +62,15 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = True
     device = torch.device("cuda")
     resolved = resolve_model(args.model, seq_len=args.seq_len, vocab_pad=args.vocab_pad)
-    torch.manual_seed(0)
-    model = build_model(resolved, attn=args.attn, device=device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)
-    step_model = torch.compile(model) if args.compile else model
     generator = torch.Generator().manual_seed(0)
     batch = {k: v.to(device) for k, v in synthetic_batch(resolved, args.micro_batch, "cpu", generator).items()}
+    forward, backward, optimizer_step = make_step(resolved, batch, compile=args.compile, attn=args.attn, lr=args.lr,
+                                                  device=device)
 
     def step() -> float:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss = forward()
+        backward(loss)
+        optimizer_step()
         return loss
 
     times, losses = [], []

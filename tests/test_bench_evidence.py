@@ -15,6 +15,8 @@ ISSUE3 = ROOT / "bench/results/issue3"
 
 
 def load_step_profile():
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))  # as when the script runs: it imports bench/torch_baseline.py
     spec = importlib.util.spec_from_file_location("step_profile", ROOT / "bench/step_profile.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
