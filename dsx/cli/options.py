@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from dsx.units import parse_size
 from dsx.versions import Version, VersionError, resolve_target
 
 
@@ -58,28 +59,16 @@ def config_source_options(f):
                         help="Use this DeepSpeed JSON as is (no \"auto\"); excludes the config flags below.")(f)
 
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
-
-
 class Size(click.ParamType):
-    """A byte count: 123456, 512MiB, 40GiB, 1.5GB (KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000)."""
+    """A byte count: 123456, 512MiB, 40GiB, 1.5GB (dsx.units.parse_size)."""
 
     name = "SIZE"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        text = str(value).strip().replace(" ", "")
-        number = text.rstrip("KMGTBikmgtb")
-        unit = text[len(number):].lower()
         try:
-            size = float(number) * _UNITS[unit]
-        except (ValueError, KeyError):
-            self.fail(f"{value!r} is not a size (examples: 40GiB, 512MiB, 1.5GB, 1000000)", param, ctx)
-        if size < 1:
-            self.fail(f"{value!r} must be at least 1 byte", param, ctx)
-        return int(size)
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 SIZE = Size()

@@ -1,0 +1,63 @@
+"""What a resolved DeepSpeed config means, in the words dsx prints: precision, ZeRO stage, offload, the label.
+
+The ground floor for run, sweep, estimate and report: they all read these facts off a config dict (or a row's
+`ds_config`), so they must agree on them. Nothing here imports torch or deepspeed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def precision_of(config: dict) -> str:
+    """'bf16', 'fp16' or 'fp32' (the legacy `bfloat16` section counts as bf16, as DeepSpeed reads it)."""
+    if (config.get("bf16") or {}).get("enabled") is True or (config.get("bfloat16") or {}).get("enabled") is True:
+        return "bf16"
+    if (config.get("fp16") or {}).get("enabled") is True:
+        return "fp16"
+    return "fp32"
+
+
+def zero_stage(config: dict) -> int:
+    return int((config.get("zero_optimization") or {}).get("stage", 0) or 0)
+
+
+def offload_devices(config: dict) -> tuple[str, str]:
+    """(optimizer device, parameter device), each none | cpu | nvme."""
+    zero = config.get("zero_optimization") or {}
+    opt, param = ((zero.get(key) or {}).get("device") or "none" for key in ("offload_optimizer", "offload_param"))
+    return opt, param
+
+
+def offload_text(opt: str, param: str) -> str:
+    """'none', 'cpu', 'cpu+params', 'cpu, params nvme': the report's offload column."""
+    if opt == "none" and param == "none":
+        return "none"
+    if param == "none":
+        return opt
+    return f"{opt}+params" if opt == param else f"{opt}, params {param}"
+
+
+def configuration_label(*, zero: int, offload: str, offload_params: str, precision: str, act_ckpt: bool,
+                        compile: bool, extra: list[str] | tuple[str, ...] = ()) -> str:
+    """The label sweep and report print for a configuration: 'z3 off=cpu params=cpu bf16 ckpt compile' + extra."""
+    parts = [f"z{zero}"]
+    if offload != "none":
+        parts.append(f"off={offload}")
+    if offload_params != "none":
+        parts.append(f"params={offload_params}")
+    parts.append(precision)
+    if act_ckpt:
+        parts.append("ckpt")
+    if compile:
+        parts.append("compile")
+    return " ".join([*parts, *extra])
+
+
+def auto_paths(node: Any, path: str = "") -> list[str]:
+    """Dotted paths of every "auto" value in a config (what only the Trainer / accelerate fill)."""
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in auto_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in auto_paths(v, f"{path}[{i}]")]
+    return [path] if node == "auto" else []
