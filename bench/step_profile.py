@@ -1,5 +1,5 @@
 """Where one training step's time goes, for the plain-PyTorch baseline (bench/torch_baseline.py's step) and for a
-DeepSpeed engine step (launch/train_rank.py's step), on the same model, batch and GPU, in one process.
+DeepSpeed engine step (dsx/rank/loop.py's step), on the same model, batch and GPU, in one process.
 
 `dsx run` measures how fast a configuration is; this says why it is not faster. For each setup, after warm-up:
 - step ms: the median wall time of a whole step, synchronised on both sides only (as `dsx run` times it);
@@ -24,7 +24,7 @@ import torch
 from torch_baseline import make_step  # bench/ is on the path when this script runs
 
 from dsx.models import build_model, resolve_model, synthetic_batch
-from dsx.run import free_port
+from dsx.host import free_port
 
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
 KINDS = (
@@ -187,7 +187,7 @@ def profile_baseline(args, resolved, batch, device) -> dict:
 
 
 def profile_deepspeed(args, resolved, batch, device) -> dict:
-    """The DeepSpeed engine step, as launch/train_rank.py runs it (one rank, no launcher)."""
+    """The DeepSpeed engine step, as dsx/rank/loop.py runs it (one rank, no launcher)."""
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
                        ("MASTER_PORT", str(free_port()))):
         os.environ.setdefault(key, value)

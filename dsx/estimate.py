@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsx.run import precision_of
+from dsx.config_facts import precision_of
 
 GIB = 1024**3
 

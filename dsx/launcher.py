@@ -13,8 +13,8 @@ Why these launcher arguments (DeepSpeed 0.19.8, deepspeed/launcher/runner.py and
 - `--num_gpus` makes the runner ignore CUDA_VISIBLE_DEVICES and take physical GPUs 0..N-1. When the user restricted
   the GPUs with CUDA_VISIBLE_DEVICES, dsx passes `--include localhost:<the first N of them>` instead, which the
   runner turns back into each rank's CUDA_VISIBLE_DEVICES.
-- The rank entry point is passed as the path of launch/train_rank.py, not `--module launch.train_rank`: with `-m`
-  Python puts the current directory first on sys.path, so any `launch/` folder of the user's would shadow ours.
+- The rank entry point is passed as the path of dsx/rank/train_rank.py, not `--module dsx.rank.train_rank`: with
+  `-m` Python puts the current directory first on sys.path, so a `dsx/` folder of the user's would shadow ours.
   `--no_local_rank`: the rank reads LOCAL_RANK from the environment the launcher sets.
 - The runner's local path passes the whole environment to the ranks, so the environment built here is what
   every rank sees.
@@ -37,7 +37,7 @@ from typing import Any, Mapping, Sequence
 from dsx import leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
-RANK_SCRIPT = ROOT / "launch" / "train_rank.py"
+RANK_SCRIPT = ROOT / "dsx" / "rank" / "train_rank.py"
 
 # One entry of TORCH_CUDA_ARCH_LIST as DeepSpeed's op builder can parse it: it splits on "." and calls int() on
 # each part after dropping "+PTX" (builder.py compute_capability_args), so "9.0a" and "10.0f" kill the JIT build.
@@ -294,7 +294,7 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
         setenv("PATH", os.pathsep.join([venv_bin, *[p for p in path if p != venv_bin]]))
 
     # The rank script imports dsx. From an installed dsx that just works; from a source checkout it needs the
-    # checkout on sys.path (the script's own folder, launch/, is what Python puts first).
+    # checkout on sys.path (the script's own folder, dsx/rank/, is what Python puts first; the script drops it).
     if ROOT.name != "site-packages":
         paths = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if str(ROOT) not in paths:

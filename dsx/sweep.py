@@ -438,7 +438,7 @@ def visible_gpu_kind(spec: SweepSpec) -> str | None:
     import os
 
     from dsx.estimate import gpu_kind_of
-    from dsx.run import probe_gpus
+    from dsx.host import probe_gpus
 
     gpus = probe_gpus(dict(os.environ))
     kind = gpu_kind_of(gpus[0][0]) if gpus else None

@@ -43,7 +43,7 @@ def test_cpu_ranks_go_through_deepspeeds_runner_with_an_explicit_rank_count():
     assert p.argv == [PY, "-u", "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--num_nodes", "1",
                       "--master_addr", "127.0.0.1", "--master_port", "29555", "--no_local_rank", str(RANK_SCRIPT),
                       "--plan-json", "/runs/x/plan.json"]
-    assert RANK_SCRIPT == ROOT / "launch" / "train_rank.py" and RANK_SCRIPT.exists()
+    assert RANK_SCRIPT == ROOT / "dsx" / "rank" / "train_rank.py" and RANK_SCRIPT.exists()
     assert p.cwd == "/work"
 
 

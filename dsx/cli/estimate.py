@@ -24,9 +24,8 @@ def _gib(n: int) -> str:
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True)
 @click.option("--act-ckpt", is_flag=True, help="Activation checkpointing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
-def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offload, offload_params, nvme_path,
-            precision, micro_batch, grad_accum, optimizer, lr, ds_sets, gpus, gpu_kind, memory_cap, attn, act_ckpt,
-            as_json):
+def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, gpu_kind, memory_cap, attn,
+            act_ckpt, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -38,7 +37,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offlo
     """
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.models import ModelError, parse_overrides, resolve_model
-    from dsx.run import RunRefused, RunRequest, resolve_config
+    from dsx.run import RunRefused, RunRequest, config_flags, resolve_config
     from dsx.schema.batch import BatchError, solve_batch
 
     if gpu_kind not in GPUS:
@@ -50,9 +49,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offlo
         raise click.UsageError(str(exc)) from None
     request = RunRequest(
         model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
-        config_flags={"zero": zero, "offload": offload, "offload_params": offload_params, "nvme_path": nvme_path,
-                      "precision": precision, "micro_batch": micro_batch, "grad_accum": grad_accum,
-                      "optimizer": optimizer, "lr": lr})
+        config_flags=config_flags(config_options))
     try:
         config, _, warnings = resolve_config(request, gpus)
         batch = solve_batch(gpus, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),

@@ -36,31 +36,22 @@ def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes)
     dsx launch --hostfile hostfiles/two-nodes-8gpu --master-addr node1 --config ds.json --config-arg --deepspeed \\
         -- python train.py --output_dir out
     """
-    from dsx.launcher import LaunchError, Nodes, build_launch, run_plan
+    from dsx.host import cpu_count, detect_device, free_port
+    from dsx.launcher import LaunchError, build_launch, run_plan
     from dsx.lint.engine import lint
     from dsx.lint.load import UnreadableConfig, read_config
-    from dsx.run import RunRefused, check_ssh, detect_device, free_port, probe_gpus, resolve_nodes
+    from dsx.run.nodes import NodeRequest, gpu_capabilities, launch_nodes, master_addr, place
+    from dsx.run.refused import RunRefused
     from dsx.versions import VersionError, resolve_target
 
     command = list(command)
     if command and command[0] == "--":
         command = command[1:]
+    node_request = NodeRequest(**nodes)
     try:
-        layout = None
-        if nodes["hostfile"]:
-            layout = resolve_nodes(nodes["hostfile"], launcher=nodes["launcher"], include=nodes["include"],
-                                   exclude=nodes["exclude"], num_nodes=nodes["num_nodes"], gpus=gpus)
-        else:
-            given = [f"--{k.replace('_', '-')}" for k in ("include", "exclude", "num_nodes", "ssh_port") if nodes[k]]
-            if given or nodes["launcher"] != "pdsh":
-                raise RunRefused(f"{', '.join(given) or '--launcher'} need(s) --hostfile")
         device, visible = detect_device()
-        if layout is not None:
-            world = layout.world_size
-        else:
-            world = gpus or (visible if device == "cuda" else 1)
-            if device == "cuda" and world > visible:
-                raise RunRefused(f"--gpus {world} but only {visible} GPU(s) are visible")
+        placement = place(node_request, gpus, device, visible)
+        world = placement.world_size
         try:
             loaded = read_config(config_path)
             target = resolve_target(None)
@@ -78,21 +69,14 @@ def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes)
             command = [*command, config_arg, os.path.abspath(config_path)]
         env = dict(os.environ)
         work = tempfile.mkdtemp(prefix="dsx-launch-")
-        node_spec = None
-        if layout is not None:
-            if nodes["launcher"] in ("pdsh", "openmpi") and not dry_run:
-                check_ssh(layout, env, nodes["ssh_port"])
-            node_spec = Nodes(hostfile=os.path.abspath(nodes["hostfile"]), layout=layout, launcher=nodes["launcher"],
-                              include=nodes["include"], exclude=nodes["exclude"], num_nodes=nodes["num_nodes"],
-                              num_gpus=gpus, ssh_port=nodes["ssh_port"], env_file=os.path.join(work, "deepspeed_env"))
-        gpu_list = probe_gpus(env) if device == "cuda" else []
+        node_spec = launch_nodes(node_request, placement, gpus, env, env_file=os.path.join(work, "deepspeed_env"),
+                                 check=not dry_run)
+        _, capabilities = gpu_capabilities(device, env)
         try:
-            plan = build_launch(world_size=world, device=device, master_port=nodes["master_port"] or free_port(),
-                                base_env=env, cwd=os.getcwd(), gpu_capabilities=[cc for _, cc in gpu_list if cc] or None,
-                                cpu_count=len(os.sched_getaffinity(0)),
-                                master_addr=nodes["master_addr"] or (next(iter(layout.selection)) if layout
-                                                                     else "127.0.0.1"),
-                                nodes=node_spec, user_command=command)
+            plan = build_launch(world_size=world, device=device, master_port=node_request.master_port or free_port(),
+                                base_env=env, cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
+                                master_addr=master_addr(node_request, placement), nodes=node_spec,
+                                user_command=command)
         except LaunchError as exc:
             raise RunRefused(str(exc)) from None
     except RunRefused as exc:
@@ -103,8 +87,8 @@ def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes)
             f.write(text)
     if dry_run:
         click.echo(plan.describe())
-        if layout is not None:
-            click.echo("\n" + layout.describe())
+        if placement.layout is not None:
+            click.echo("\n" + placement.layout.describe())
         return
     click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
     try:

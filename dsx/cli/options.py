@@ -112,5 +112,3 @@ def node_options(f):
         f = option(f)
     return f
 
-
-NODE_KEYS = ("hostfile", "launcher", "include", "exclude", "num_nodes", "master_addr", "master_port", "ssh_port")

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from dsx.cli.options import NODE_KEYS, SIZE, config_source_options, model_options, node_options
+from dsx.cli.options import SIZE, config_source_options, model_options, node_options
 
 ENTERED = time.time()
 
@@ -39,9 +39,9 @@ ENTERED = time.time()
 @click.option("--dry-run", is_flag=True, help="Print the launcher command, environment changes and config; run nothing.")
 @click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log).")
 @click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
-def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offload, offload_params, nvme_path,
-            precision, micro_batch, grad_accum, optimizer, lr, ds_sets, gpus, steps, warmup, tf32, compile_, attn,
-            act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure, **nodes):
+def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, steps, warmup, tf32, compile_,
+            attn, act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
+            **config_and_nodes):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
     One process per GPU through DeepSpeed's launcher (CPU ranks with gloo when there is no GPU). Appends one row
@@ -55,7 +55,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offlo
     dsx run --model gpt2 --zero 2 --hostfile hostfiles/two-nodes-8gpu --master-addr node1
     """
     from dsx.models import ModelError, parse_overrides
-    from dsx.run import RunRefused, RunRequest, describe_dry_run, execute, prepare, summary
+    from dsx.run import NODE_KEYS, RunRefused, RunRequest, config_flags, describe_dry_run, execute, prepare, summary
 
     try:
         overrides = parse_overrides(sets)
@@ -63,14 +63,11 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, zero, offlo
         raise click.UsageError(str(exc)) from None
     request = RunRequest(
         model=model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_path=config_path,
-        preset=ds_preset,
-        config_flags={"zero": zero, "offload": offload, "offload_params": offload_params, "nvme_path": nvme_path,
-                      "precision": precision, "micro_batch": micro_batch, "grad_accum": grad_accum,
-                      "optimizer": optimizer, "lr": lr},
-        ds_sets=tuple(ds_sets), gpus=gpus, steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn,
-        act_ckpt=act_ckpt, results=results, timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
+        preset=ds_preset, config_flags=config_flags(config_and_nodes), ds_sets=tuple(ds_sets), gpus=gpus,
+        steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn, act_ckpt=act_ckpt, results=results,
+        timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
-        memory_cap=memory_cap, **{key: nodes[key] for key in NODE_KEYS},
+        memory_cap=memory_cap, **{key: config_and_nodes[key] for key in NODE_KEYS},
     )
     try:
         prepared = prepare(request, check_nodes=not dry_run)

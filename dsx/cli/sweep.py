@@ -158,7 +158,7 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     else:
         micro_batches = _ints(micro_batch, "--micro-batch", 1)
 
-    from dsx.run import detect_device
+    from dsx.host import detect_device
 
     device, visible = detect_device()
     spec = SweepSpec(
@@ -246,7 +246,7 @@ def _describe_row(row: dict | None) -> str:
     if not row:
         return ""
     figures, memory = row.get("figures") or {}, (row.get("memory") or {}).get("max") or {}
-    from dsx.run import _bytes
+    from dsx.units import format_bytes
 
     peak = memory.get("peak_reserved") if row.get("device") == "cuda" else memory.get("host_rss_peak")
     if row.get("status") != "ok":
@@ -254,7 +254,7 @@ def _describe_row(row: dict | None) -> str:
     step = (figures.get("step_time_s") or {}).get("median")
     mfu = figures.get("mfu")
     return (f"{step * 1e3:.0f} ms/step, {figures.get('tokens_per_s') or 0:,.0f} tok/s"
-            + (f", MFU {mfu:.1%}" if mfu is not None else "") + f", peak {_bytes(peak)}")
+            + (f", MFU {mfu:.1%}" if mfu is not None else "") + f", peak {format_bytes(peak)}")
 
 
 def _run_with_progress(spec, total_configurations: int):

@@ -1,0 +1,109 @@
+"""What this machine is: its device and GPUs, a free port, installed versions, ops built during a run.
+
+Probes only: nothing here starts a training process (dsx.launcher does), and torch is imported only to count
+devices (which creates no CUDA context)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from dsx.launcher import capture
+
+
+def process_start_time() -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:
+        return None
+
+
+def detect_device() -> tuple[str, int]:
+    """('cuda', visible GPU count) or ('cpu', 0). torch.cuda.device_count() creates no CUDA context."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return "cuda", torch.cuda.device_count()
+    return "cpu", 0
+
+
+def probe_gpus(env: dict[str, str]) -> list[tuple[str, tuple[int, int] | None]]:
+    """(name, compute capability) of each visible GPU, in CUDA order, from NVML or nvidia-smi (never through
+    torch.cuda, which would hold a CUDA context in the dsx process during the run). [] when unknown."""
+    rows: list[tuple[str, str, str, tuple[int, int] | None]] = []  # index, uuid, name, cc
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            name = name.decode() if isinstance(name, bytes) else name
+            uid = pynvml.nvmlDeviceGetUUID(h)
+            uid = uid.decode() if isinstance(uid, bytes) else uid
+            cc = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))
+            rows.append((str(i), uid, name, (int(cc[0]), int(cc[1]))))
+    except Exception:
+        rc, out = capture(["nvidia-smi", "--query-gpu=index,uuid,name,compute_cap", "--format=csv,noheader"])
+        if rc == 0:
+            for line in out.strip().splitlines():
+                parts = [p.strip() for p in line.split(",")]
+                if len(parts) >= 4:
+                    try:
+                        ma, mi = parts[3].split(".")
+                        cc: tuple[int, int] | None = (int(ma), int(mi))
+                    except ValueError:
+                        cc = None
+                    rows.append((parts[0], parts[1], parts[2], cc))
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [(name, cc) for _, _, name, cc in rows]
+    chosen = []
+    for token in [t.strip() for t in visible.split(",") if t.strip()]:
+        for index, uid, name, cc in rows:
+            if token == index or (token.startswith("GPU-") and uid.startswith(token)):
+                chosen.append((name, cc))
+    return chosen
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def package_versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in ("torch", "deepspeed", "transformers", "dsx"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def built_since(root: Path, since: float) -> list[str]:
+    """Names of extension ops whose shared library was written after `since` (JIT builds during the run)."""
+    if not root.is_dir():
+        return []
+    names = set()
+    for so in root.rglob("*.so"):
+        try:
+            if so.stat().st_mtime >= since:
+                names.add(so.parent.name)
+        except OSError:
+            continue
+    return sorted(names)
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (its affinity), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

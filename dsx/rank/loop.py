@@ -1,0 +1,134 @@
+"""A rank's work, phase by phase: imports, the process group, the model, deepspeed.initialize, then warm-up and
+timed optimizer steps on synthetic batches.
+
+A step is grad_accum micro-batches of forward + engine.backward + engine.step. The clock (time.perf_counter) is
+read after a device synchronisation (torch.cuda.synchronize) on both sides of each step; batches are made before
+the clock starts. Every rank draws the same batches (one seed), so the loss of a step must be equal on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from dsx.rank.faults import maybe_inject
+from dsx.rank.measure import NvmlSampler, apply_memory_cap, collect_memory, reset_peaks
+from dsx.rank.model import build, flop_check
+from dsx.rank.progress import Progress
+from dsx.rank.protocol import RankPlan, parse_injection
+
+
+def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: dict) -> None:
+    """The rank's work; `state` keeps what the failure path needs to still measure memory."""
+    import torch
+    import transformers
+
+    import deepspeed
+
+    report = progress.report
+    report.versions = {"torch": torch.__version__, "deepspeed": deepspeed.__version__,
+                       "transformers": transformers.__version__}
+    progress.phase("imported")
+    injection = parse_injection(plan.inject_failure)
+    on_cuda = plan.device == "cuda"
+    toggles = plan.toggles
+    if on_cuda:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        state.update(torch=torch, device=device, on_cuda=True)
+        report.device = f"cuda:{local_rank}"
+        report.gpu_name = torch.cuda.get_device_name(device)
+        report.gpu_capability = "%d.%d" % torch.cuda.get_device_capability(device)
+        torch.backends.cuda.matmul.allow_tf32 = toggles.tf32
+        torch.backends.cudnn.allow_tf32 = toggles.tf32
+    else:
+        device = torch.device("cpu")
+        state.update(torch=torch, device=device, on_cuda=False)
+        report.device = "cpu"
+        if toggles.tf32:
+            report.notes.append("--tf32 has no effect on CPU ranks")
+    deepspeed.init_distributed()
+    apply_memory_cap(torch, device, on_cuda, plan.memory_cap, report)
+    progress.phase("distributed")
+
+    from dsx.models import resolve_model, synthetic_batch
+
+    resolved = resolve_model(plan.model, plan.overrides, seq_len=plan.seq_len, vocab_pad=plan.vocab_pad)
+    ds_config = json.loads(Path(plan.ds_config_path).read_text())
+    if plan.flop_check and rank == 0:
+        started = time.time()
+        flop_check(plan, resolved, device, report)
+        report.flop_check.seconds = time.time() - started
+        report.times["flop_check_done"] = time.time()
+        reset_peaks(torch, device, on_cuda, report)
+    torch.manual_seed(plan.seed)  # the same initial weights on every rank
+    model = build(plan, resolved, ds_config, report, device)
+    if toggles.act_ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = False
+    report.params_seen = int(sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()))
+    progress.phase("model_built")
+
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()
+                                                                          if p.requires_grad], config=ds_config)
+    if toggles.compile:
+        engine.compile()
+    progress.phase("initialized")
+    maybe_inject(injection, rank, None)
+
+    micro, accum = plan.micro_batch, plan.grad_accum
+    generator = torch.Generator().manual_seed(plan.seed)  # batches are drawn on the CPU, the same on every rank
+    # Re-seed the global RNG (dropout masks): building the model used it differently per rank (under ZeRO-3 only
+    # rank 0 initialises the weights), and every rank must compute the same loss.
+    torch.manual_seed(plan.seed + 1)
+    if on_cuda:
+        torch.cuda.manual_seed_all(plan.seed + 1)
+    nvml = NvmlSampler(torch, device) if on_cuda else None
+    state["nvml"] = nvml
+
+    def sync():
+        if on_cuda:
+            torch.cuda.synchronize(device)
+
+    engine.train()
+    for i in range(plan.warmup + plan.steps):
+        timed_index = i - plan.warmup
+        if timed_index == 0:
+            progress.phase("warmup_done")
+        if timed_index >= 0:
+            maybe_inject(injection, rank, timed_index)
+        batches = [{k: v.to(device, non_blocking=True) for k, v in
+                    synthetic_batch(resolved, micro, device, generator).items()} for _ in range(accum)]
+        losses = []
+        sync()
+        start = time.perf_counter()
+        for batch in batches:
+            loss = engine(**batch).loss
+            engine.backward(loss)
+            engine.step()
+            losses.append(loss.detach())
+        sync()
+        elapsed = time.perf_counter() - start
+        value = float(torch.stack([x.float() for x in losses]).mean().item())
+        if timed_index >= 0:
+            report.step_time_s.append(elapsed)
+            report.loss.append(value)
+        else:
+            report.warmup_step_time_s.append(elapsed)
+            report.warmup_loss.append(value)
+        if nvml is not None:
+            nvml.sample()
+    progress.phase("timed_done")
+    collect_memory(torch, device, on_cuda, nvml, report)
+    if not all(math.isfinite(x) for x in report.loss):
+        report.notes.append("non-finite loss in the timed steps")
+    try:
+        import deepspeed.comm as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception:
+        pass

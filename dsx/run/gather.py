@@ -1,0 +1,254 @@
+"""Stage 3 of `dsx run`: the ranks' reports (dsx.rank.protocol.RankReport) gathered into one RunRow.
+
+One function per part of the row: the status and its one-line cause, the figures (step time, tokens/s, TFLOP/s,
+MFU, the flop check), memory (per rank and the max), each rank's result, and the overhead (the wall time dsx adds
+around the timed steps). A step's time is the slowest rank's: the step ends when every rank has finished it.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import statistics
+import time
+
+from dsx.host import package_versions, process_start_time
+from dsx.rank.protocol import TIMELINE, RankReport, rank_report_path, read_rank_report
+from dsx.results import (
+    MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow,
+    StepTime, SweepInfo, Toggles, Versions, config_hash,
+)
+from dsx.run.prepare import Prepared
+
+# Messages of a rank that lost a peer (the peer died or failed first): gloo, NCCL and torch.distributed wording.
+PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
+             "communicator was aborted", "nccl error", "socket timeout", "connection refused")
+
+
+def _max_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _is_peer_loss(message: str | None) -> bool:
+    text = (message or "").lower()
+    return any(p in text for p in PEER_LOST)
+
+
+def status_of(prepared: Prepared, ranks: list[RankReport | None], completed) -> tuple[str, str | None]:
+    """(status, one-line message). The cause is named first: the earliest real failure of a rank; a rank that
+    died without a result when the others only lost their peer; else what the launcher said."""
+    log = prepared.run_dir / "launcher.log"
+    if completed.timed_out:
+        reached = ", ".join(f"rank {i}: {r.phase}" if r else f"rank {i}: not started" for i, r in enumerate(ranks))
+        return "timeout", (f"timed out after {prepared.request.timeout_s:g} s and was killed ({reached}); "
+                           f"output in {log}")
+    failed = sorted(((r.times.get("failed", float("inf")), i, r) for i, r in enumerate(ranks)
+                     if r and r.status in ("oom", "error")), key=lambda item: (item[0], item[1]))
+    lost = [(i, r) for i, r in enumerate(ranks) if not r or r.status not in ("ok", "oom", "error")]
+    genuine = [item for item in failed if not _is_peer_loss(item[2].error)]
+    if genuine or (failed and not lost):
+        _, i, r = (genuine or failed)[0]
+        after = f"; {len(failed) - 1} other rank(s) failed after it" if len(failed) > 1 else ""
+        return r.status, f"rank {i}: {r.error} (traceback in {rank_report_path(prepared.run_dir, i)}){after}"
+    if lost:
+        parts = [f"rank {i} " + (f"stopped during '{r.phase}' without a result" if r else "never reported")
+                 for i, r in lost]
+        message = (f"{'; '.join(parts)} (launcher exit code {completed.returncode}: the rank was killed, e.g. by "
+                   "the kernel's OOM killer, or exited)")
+        if failed:
+            _, i, r = failed[0]
+            message += f"; rank {i} then lost its peer: {(r.error or '')[:200]}"
+        elif not any(ranks):
+            tail = [line for line in completed.tail.splitlines() if line.strip()]
+            message += f"; last output: {tail[-1].strip()[:300]}" if tail else ""
+        return "error", f"{message}; output in {log}"
+    if completed.returncode != 0:
+        return "error", f"the launcher exited with {completed.returncode} after every rank finished; output in {log}"
+    return "ok", None
+
+
+def figures_of(prepared: Prepared, ranks: list[RankReport | None], status: str, gpu_name: str | None) -> Figures:
+    """Step time (the slowest rank's per step, then the median), tokens/s, TFLOP/s, MFU and the flop check."""
+    request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
+    figures = Figures()
+    from dsx.flops import model_flops_per_token
+
+    try:
+        figures.flops_per_token = float(model_flops_per_token(resolved))
+    except Exception as exc:
+        prepared.notes.append(f"analytic FLOPs unavailable: {exc}")
+    dtype = prepared.precision
+    if dtype == "fp32" and request.tf32 and prepared.device == "cuda":
+        dtype = "tf32"
+    figures.flops_dtype = dtype
+    if prepared.device == "cuda":
+        from dsx.gpus import peak_tflops
+
+        figures.peak_tflops = peak_tflops(gpu_name, dtype)
+    steps_by_rank = [r.step_time_s for r in ranks if r]
+    if status == "ok" and len(steps_by_rank) == world and all(len(s) == request.steps for s in steps_by_rank):
+        per_step = [max(s[i] for s in steps_by_rank) for i in range(request.steps)]
+        median = statistics.median(per_step)
+        figures.step_time_s = StepTime(median=median, min=min(per_step), max=max(per_step), all=per_step)
+        samples = prepared.micro_batch * prepared.grad_accum * world
+        figures.samples_per_s = samples / median
+        figures.tokens_per_s = samples * resolved.seq_len / median
+        if figures.flops_per_token is not None:
+            figures.model_tflops_per_s = figures.flops_per_token * figures.tokens_per_s / world / 1e12
+            if figures.peak_tflops:
+                figures.mfu = figures.model_tflops_per_s / figures.peak_tflops
+    check = ranks[0].flop_check if ranks and ranks[0] else None
+    if check:
+        per_token = check.counter_flops_per_token
+        tokens_per_rank_step = prepared.micro_batch * resolved.seq_len * prepared.grad_accum
+        if figures.flops_per_token is not None:
+            figures.analytic_flops_per_step = figures.flops_per_token * tokens_per_rank_step
+        if per_token is not None:
+            figures.flop_counter_flops_per_step = per_token * tokens_per_rank_step
+            if figures.analytic_flops_per_step:
+                ratio = figures.analytic_flops_per_step / figures.flop_counter_flops_per_step
+                figures.flop_check_note = (f"analytic / torch.utils.flop_counter = {ratio:.4f} (counter: attn "
+                                           f"{check.attn}, micro-batch {check.micro_batch}, on "
+                                           f"{check.device}; the analytic count adds 6 FLOPs per 1-D "
+                                           "parameter, which the counter does not see)")
+        else:
+            figures.flop_check_note = f"flop counter failed: {check.error}"
+    return figures
+
+
+def memory_of(present: list[RankReport]) -> Memory:
+    """Every rank's figures, the max over ranks, the method behind each figure, and the smallest capacity."""
+    per_rank = []
+    methods: dict[str, str] = {}
+    for r in present:
+        per_rank.append(RankMemory(rank=r.rank, **{k: r.memory.get(k) for k in MEMORY_FIELDS},
+                                   unavailable=r.memory_unavailable))
+        for k, v in r.memory_methods.items():
+            methods.setdefault(k, v)
+    mem_max = MemoryMax(**{k: _max_or_none([getattr(m, k) for m in per_rank]) for k in MEMORY_FIELDS})
+    capacities = [(r.capacity, r.capacity_source) for r in present if r.capacity]
+    capacity, capacity_source = min(capacities) if capacities else (None, None)
+    return Memory(per_rank=per_rank, max=mem_max, methods=methods, capacity=capacity,
+                  capacity_source=capacity_source)
+
+
+def ranks_of(ranks: list[RankReport | None]) -> list[RankResult]:
+    """Each rank's status, phase, steps and losses, and the seconds between its time marks."""
+    results = []
+    for i, r in enumerate(ranks):
+        if not r:
+            results.append(RankResult(rank=i, status="missing"))
+            continue
+        spans = {f"{b}_s": r.times[b] - r.times[a] for a, b in zip(TIMELINE, TIMELINE[1:])
+                 if a in r.times and b in r.times}
+        results.append(RankResult(rank=i, status=r.status, phase=r.phase, error=r.error, host=r.host,
+                                  node_rank=r.node_rank, device=r.device, step_time_s=r.step_time_s, loss=r.loss,
+                                  timings_s=spans))
+    return results
+
+
+def overhead_of(prepared: Prepared, present: list[RankReport], completed, jit_built: list[str]) -> Overhead:
+    """Where the wall time went around the timed steps (the slowest rank of each span)."""
+    def span(start: str, end: str) -> float | None:
+        return _max_or_none([r.span(start, end) for r in present])
+
+    check = next((r.flop_check for r in present if r.rank == 0), None)
+    now = time.time()
+    # A sweep runs many trials in one dsx process: its trials count from their own start, not the process's.
+    proc_start = process_start_time() if prepared.request.sweep is None else None
+    warm = [sum(r.warmup_step_time_s) for r in present]
+    timed = [sum(r.step_time_s) for r in present]
+    ends = [r.times.get("end") for r in present]
+    overhead = Overhead(
+        dsx_startup_s=(prepared.entered_at - proc_start) if proc_start else None,
+        prepare_s=completed.started - prepared.entered_at,
+        launch_to_rank_start_s=(_max_or_none([r.times.get("process_start") for r in present]) - completed.started)
+        if present else None,
+        rank_import_s=span("process_start", "imported"),
+        dist_init_s=span("imported", "distributed"),
+        model_build_s=_max_or_none([r.times["model_built"] - r.times.get("flop_check_done", r.times["distributed"])
+                                    for r in present if "model_built" in r.times and "distributed" in r.times]),
+        flop_check_s=check.seconds if check else None,
+        ds_initialize_s=span("model_built", "initialized"),
+        jit_built=jit_built,
+        warmup_s=max(warm) if warm else None,
+        timed_s=max(timed) if timed else None,
+        teardown_s=(completed.ended - _max_or_none(ends))
+        if present and all(ends) and not completed.timed_out else None,
+        total_s=(now - proc_start) if proc_start else now - prepared.entered_at,
+        device_seconds=(completed.ended - completed.started) * prepared.world_size,
+    )
+    overhead.added_s = overhead.total_s - (overhead.warmup_s or 0.0) - (overhead.timed_s or 0.0)
+    return overhead
+
+
+def notes_of(prepared: Prepared, present: list[RankReport], completed, jit_built: list[str], status: str) -> list[str]:
+    """dsx's notes, the ranks' notes and what dsx cleaned up, plus what the ranks' reports disagree on."""
+    notes = list(dict.fromkeys(prepared.notes + [n for r in present for n in r.notes]
+                               + getattr(completed, "cleaned", [])))
+    seen = {r.params_seen for r in present if r.params_seen is not None}
+    if prepared.params is not None and seen and seen != {prepared.params}:
+        notes.append(f"the ranks' models hold {sorted(seen)} parameters, the meta-device count says "
+                     f"{prepared.params}")
+    if jit_built:
+        notes.append(f"JIT-built during this run: {', '.join(jit_built)} (see overhead.ds_initialize_s)")
+    if status == "ok":
+        losses = [r.loss for r in present]
+        if any(abs(a - b) > 1e-3 * max(1.0, abs(a)) for other in losses[1:] for a, b in zip(losses[0], other)):
+            notes.append("ranks report different losses for the same step although they got the same batches")
+    return notes
+
+
+def nodes_of(prepared: Prepared, ranks: list[RankReport | None]) -> NodesInfo | None:
+    """The hosts of a hostfile run, ranks per node and each host's summed peak RSS; None on one machine."""
+    layout = prepared.layout
+    if layout is None:
+        return None
+    hosts = list(layout.selection)
+    rss: dict[str, int | None] = {}
+    for placement in layout.ranks:
+        r = ranks[placement.global_rank] if placement.global_rank < len(ranks) else None
+        value = r.memory.get("host_rss_peak") if r else None
+        if value is None:
+            rss.setdefault(placement.host, None)
+        else:
+            rss[placement.host] = (rss.get(placement.host) or 0) + value
+    return NodesInfo(hostfile=prepared.launch.argv[prepared.launch.argv.index("--hostfile") + 1],
+                     launcher=prepared.request.launcher, hosts=hosts,
+                     ranks_per_node=[len(slots) for slots in layout.selection.values()],
+                     master_addr=prepared.launch.master_addr, host_rss_peak=rss)
+
+
+def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
+    """The row of a finished (or failed, or killed) launch, from every rank's last report."""
+    request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
+    ranks = [read_rank_report(prepared.run_dir, r) for r in range(world)]
+    present = [r for r in ranks if r]
+    status, error = status_of(prepared, ranks, completed)
+    gpu_name = next((r.gpu_name for r in present if r.gpu_name), None) or (
+        prepared.gpu_names[0] if prepared.gpu_names else None)
+    figures = figures_of(prepared, ranks, status, gpu_name)
+    versions = package_versions()
+    ran = next((r.versions for r in present if r.versions), None) or {}
+    versions.update({k: v for k, v in ran.items() if v})
+    return RunRow(
+        run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(), device=prepared.device,
+        gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
+        versions=Versions(python=platform.python_version(), **versions),
+        ds_config=prepared.ds_config, ds_config_hash=config_hash(prepared.ds_config),
+        ds_config_source=prepared.ds_config_source,
+        model=ModelInfo(preset=resolved.name, family=resolved.family, task=resolved.task,
+                        overrides=dict(request.overrides), params=prepared.params, seq_len=resolved.seq_len,
+                        vocab_pad=resolved.vocab_pad,
+                        dims={k: v for k, v in resolved.describe().items()
+                              if k not in ("name", "family", "task", "overrides", "seq_len", "vocab_pad")}),
+        micro_batch=prepared.micro_batch, grad_accum=prepared.grad_accum, world_size=world,
+        precision=prepared.precision, steps=request.steps, warmup=request.warmup,
+        toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
+        figures=figures, memory=memory_of(present), ranks=ranks_of(ranks), status=status, error=error,
+        notes=notes_of(prepared, present, completed, jit_built, status),
+        overhead=overhead_of(prepared, present, completed, jit_built), memory_cap=request.memory_cap,
+        trial_key=prepared.trial_key or None, sweep=SweepInfo(**request.sweep) if request.sweep else None,
+        nodes=nodes_of(prepared, ranks), command=list(request.command), run_dir=str(prepared.run_dir),
+    )

@@ -1,0 +1,144 @@
+"""Stage 2 of `dsx run`: the launch prepared as data. The run's folder gets the DeepSpeed config and the rank
+plan (dsx.rank.protocol.RankPlan); dsx.launcher.build_launch turns the trial into the launcher's command line and
+environment, which --dry-run prints and dsx.run.execute starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dsx import leftovers
+from dsx.config_facts import precision_of
+from dsx.host import cpu_count, free_port
+from dsx.launcher import LaunchError, LaunchPlan, build_launch
+from dsx.rank.protocol import PLAN_FILE, RankPlan, Toggles
+from dsx.run.nodes import Placement, gpu_capabilities, launch_nodes, master_addr
+from dsx.run.refused import RunRefused
+from dsx.run.request import RunRequest, Trial, resolve_trial
+
+
+@dataclass
+class Prepared:
+    request: RunRequest
+    run_id: str
+    run_dir: Path
+    started_utc: str
+    device: str
+    world_size: int
+    ds_config: dict
+    ds_config_source: str
+    config_path: Path
+    plan_path: Path
+    launch: LaunchPlan
+    resolved: Any
+    params: int | None
+    micro_batch: int
+    grad_accum: int
+    precision: str
+    gpu_names: list[str]
+    notes: list[str]
+    entered_at: float
+    trial_key: str = ""
+    prepared_at: float = 0.0
+    layout: Any = None
+
+
+def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
+            trial: Trial | None = None, check_nodes: bool = True) -> Prepared:
+    """Everything up to the launch; writes the config and plan into the run folder. RunRefused on bad input.
+    check_nodes=False (--dry-run) skips the ssh check of a hostfile's nodes."""
+    entered = request.entered_at or time.time()
+    env = dict(os.environ if env is None else env)
+    cwd = cwd or os.getcwd()
+    trial = trial or resolve_trial(request)
+    resolved, device, world, config = trial.resolved, trial.device, trial.world_size, trial.ds_config
+    notes = list(trial.notes)
+    from dsx.models import count_params
+
+    gpu_names, capabilities = gpu_capabilities(device, env)
+    if device == "cpu" and trial.layout is None:  # DeepSpeed's shm allreduce only when every rank is on one node
+        if shortfall := leftovers.shm_shortfall(world):
+            raise RunRefused(shortfall)
+    run_id = uuid.uuid4().hex
+    results = Path(request.results)
+    run_dir = (results.parent / results.stem / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "ds_config.json"
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    plan = RankPlan(
+        run_id=run_id, model=resolved.name, overrides=resolved.overrides, seq_len=resolved.seq_len,
+        vocab_pad=resolved.vocab_pad, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
+        steps=request.steps, warmup=request.warmup,
+        toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
+        ds_config_path=str(config_path), output_dir=str(run_dir), device=device, flop_check=request.flop_check,
+        inject_failure=request.inject_failure, memory_cap=request.memory_cap,
+    )
+    plan_path = run_dir / PLAN_FILE
+    plan.write(plan_path)
+    placement = Placement(world_size=world, layout=trial.layout)
+    nodes = launch_nodes(request.nodes, placement, request.gpus, env, env_file=str(run_dir / "deepspeed_env"),
+                         check=check_nodes)
+    try:
+        launch = build_launch(plan_json=str(plan_path), world_size=world, device=device,
+                              master_port=request.master_port or free_port(), base_env=env, cwd=cwd,
+                              gpu_capabilities=capabilities, cpu_count=cpu_count(),
+                              master_addr=master_addr(request.nodes, placement), nodes=nodes)
+    except LaunchError as exc:
+        raise RunRefused(str(exc)) from None
+    for path, text in launch.files.items():
+        Path(path).write_text(text)
+    try:
+        params = count_params(resolved)
+    except Exception:  # counting is informative only; never block a run on it
+        params = None
+    return Prepared(
+        request=request, run_id=run_id, run_dir=run_dir,
+        started_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), device=device, world_size=world,
+        ds_config=config, ds_config_source=trial.ds_config_source, config_path=config_path, plan_path=plan_path,
+        launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
+        precision=precision_of(config), gpu_names=gpu_names[:world], notes=notes + launch.notes,
+        entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout,
+    )
+
+
+def describe_dry_run(prepared: Prepared) -> str:
+    lines = [prepared.launch.describe(),
+             f"DeepSpeed config: {prepared.config_path}",
+             f"rank plan: {prepared.plan_path}",
+             f"world size {prepared.world_size} ({prepared.device}), micro-batch {prepared.micro_batch}, "
+             f"grad-accum {prepared.grad_accum}, {prepared.precision}, model {prepared.resolved.name} "
+             f"({prepared.params:,} parameters)" if prepared.params else ""]
+    lines += [f"note: {n}" for n in prepared.notes if n not in prepared.launch.notes]
+    lines = [line for line in lines if line]
+    if prepared.layout is not None:
+        lines += ["", prepared.layout.describe(), "", *node_commands(prepared)]
+    return "\n".join(lines)
+
+
+def node_commands(prepared: Prepared) -> list[str]:
+    """What DeepSpeed's runner starts on each node (launch.py with the node's rank), for --dry-run."""
+    import shlex
+
+    from dsx.hostfile import encode_world_info
+
+    launch = prepared.launch
+    if launch.node_argvs:
+        return ["each node's runner, started here together:"] + [shlex.join(a) for a in launch.node_argvs]
+    script = launch.argv[launch.argv.index("--no_local_rank") + 1:]
+    lines = [f"what the runner ({prepared.request.launcher}) runs on each node:"]
+    for node_rank, host in enumerate(prepared.layout.selection):
+        command = [launch.argv[0], "-u", "-m", "deepspeed.launcher.launch",
+                   f"--world_info={encode_world_info(prepared.layout.selection)}", f"--node_rank={node_rank}",
+                   f"--master_addr={launch.master_addr}", f"--master_port={launch.master_port}", "--no_local_rank",
+                   *script]
+        lines.append(f"  {host}: cd {shlex.quote(launch.cwd)}; {shlex.join(command)}")
+    return lines
+
+

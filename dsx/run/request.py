@@ -1,0 +1,251 @@
+"""Stage 1 of `dsx run`: a request resolved, without side effects, into a trial: the model, the device and world
+size, and the DeepSpeed config (from flags, a preset or a --config file, plus --ds-set keys) linted for that world
+size. Anything wrong is a RunRefused with what to change; nothing is written or started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from dsx.config_facts import auto_paths
+from dsx.host import detect_device
+from dsx.results import config_hash
+from dsx.run.nodes import NODE_KEYS, NodeRequest, place
+from dsx.run.refused import RunRefused
+
+DEFAULT_RESULTS = "results/runs.jsonl"
+DEFAULT_TIMEOUT_S = 3600.0
+
+CONFIG_FLAGS = ("zero", "offload", "offload_params", "nvme_path", "precision", "micro_batch", "grad_accum",
+                "optimizer", "lr")
+"""The dsx.generate.ConfigRequest fields that `dsx run`, `dsx estimate` and `dsx sweep` take as flags."""
+
+
+def config_flags(values: dict[str, Any]) -> dict[str, Any]:
+    """The config flags out of a command's keyword arguments (None where not given)."""
+    return {key: values.get(key) for key in CONFIG_FLAGS}
+
+
+@dataclass
+class RunRequest:
+    model: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    seq_len: int | None = None
+    vocab_pad: int | None = None
+    config_path: str | None = None
+    """A DeepSpeed JSON to use as is (no "auto"); excludes the config flags below except ds_sets."""
+    preset: str | None = None
+    config_flags: dict[str, Any] = field(default_factory=dict)
+    """dsx.generate.ConfigRequest fields the user gave (zero, offload, offload_params, precision, micro_batch,
+    grad_accum, optimizer, lr)."""
+    ds_sets: tuple[str, ...] = ()
+    """`KEY=VALUE` DeepSpeed keys (dotted), applied on top of the flags or the --config file."""
+    gpus: int | None = None
+    steps: int = 20
+    warmup: int = 5
+    tf32: bool = False
+    compile: bool = False
+    attn: str = "sdpa"
+    act_ckpt: bool = False
+    results: str = DEFAULT_RESULTS
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    flop_check: bool = False
+    echo: bool = False
+    """Stream the launcher's and ranks' output to the terminal (it always goes to the run's launcher.log)."""
+    command: list[str] = field(default_factory=list)
+    inject_failure: str | None = None
+    """For tests of the failure paths: KIND[:STEP][@RANK] (see dsx.rank.protocol.parse_injection)."""
+    entered_at: float | None = None
+    """time.time() when the dsx command code was entered (for overhead.dsx_startup_s)."""
+    memory_cap: int | None = None
+    """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
+    sweep: dict[str, Any] | None = None
+    """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
+    hostfile: str | None = None
+    """Run over the nodes of a DeepSpeed hostfile (then `gpus` is the runner's --num_gpus: ranks per node)."""
+    launcher: str = "pdsh"
+    """DeepSpeed's multi-node launcher: pdsh | openmpi | slurm | no-ssh (one runner per node, all on this machine)."""
+    include: str | None = None
+    exclude: str | None = None
+    num_nodes: int | None = None
+    master_addr: str | None = None
+    """Default: 127.0.0.1 on one node, else the first selected host."""
+    master_port: int | None = None
+    """Default: a port free on this machine."""
+    ssh_port: int | None = None
+
+    @property
+    def nodes(self) -> NodeRequest:
+        return NodeRequest(**{key: getattr(self, key) for key in NODE_KEYS})
+
+
+@dataclass
+class Trial:
+    """A request resolved without side effects: the model, device, world size, config and the trial key."""
+
+    request: RunRequest
+    resolved: Any
+    device: str
+    world_size: int
+    ds_config: dict
+    ds_config_source: str
+    micro_batch: int
+    grad_accum: int
+    notes: list[str]
+    key: str
+    layout: Any = None
+    """dsx.hostfile.Layout of a hostfile run, else None."""
+
+
+def _apply_sets(config: dict, sets: tuple[str, ...]) -> None:
+    from dsx.generate import ConfigRequestError, parse_set
+
+    for text in sets:
+        try:
+            key, value = parse_set(text)
+        except ConfigRequestError as exc:
+            raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
+        node = config
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise RunRefused(f"--ds-set {key}: '{part}' holds {child!r}, not a section")
+            node = child
+        node[parts[-1]] = value
+
+
+def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
+    """(config, source, warnings). Lint errors, "auto" values, an unreadable file -> RunRefused."""
+    from dsx.lint.engine import lint
+    from dsx.versions import VersionError, resolve_target
+
+    try:
+        target = resolve_target(None)
+    except VersionError as exc:
+        raise RunRefused(str(exc)) from None
+    duplicates: list[str] = []
+    if request.config_path:
+        given = sorted(k for k, v in request.config_flags.items() if v is not None)
+        if given or request.preset:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given + (["preset"] if request.preset else []))
+            raise RunRefused(f"--config takes the DeepSpeed config as it is: drop {flags} (or use --ds-set KEY=VALUE "
+                             "to change a key of the file)")
+        from dsx.lint.load import UnreadableConfig, read_config
+
+        try:
+            loaded = read_config(request.config_path)
+        except UnreadableConfig as exc:
+            raise RunRefused(str(exc)) from None
+        config, duplicates = loaded.data, loaded.duplicate_keys
+        autos = auto_paths(config)
+        if autos:
+            raise RunRefused(
+                f'{request.config_path}: "auto" at {", ".join(autos)}: only the transformers Trainer / accelerate fill '
+                '"auto", and dsx run passes the config to DeepSpeed directly. Write the values (dsx config writes a '
+                "complete config: dsx config --preset ... -o FILE)")
+        _apply_sets(config, request.ds_sets)
+        source = str(Path(request.config_path).resolve())
+    else:
+        from dsx.generate import ConfigRequest, ConfigRequestError, generate, parse_set
+        from dsx.presets import PRESETS
+
+        changes: dict[str, Any] = {}
+        if request.preset:
+            if request.preset not in PRESETS:
+                raise RunRefused(f"unknown --preset '{request.preset}' (known: {', '.join(PRESETS)})")
+            changes.update(PRESETS[request.preset].changes)
+        sets = tuple(changes.pop("sets", ()))
+        changes.update({k: v for k, v in request.config_flags.items() if v is not None})
+        if changes.get("micro_batch") is None and changes.get("train_batch") is None:
+            changes["micro_batch"] = 1  # dsx run's default (dsx config would ask for it with --grad-accum)
+        allowed = {f.name for f in fields(ConfigRequest)}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise RunRefused(f"unknown config option(s): {', '.join(sorted(unknown))}")
+        try:
+            sets += tuple(parse_set(s) for s in request.ds_sets)
+            changes["world_size"] = world_size
+            config = generate(ConfigRequest(**changes, sets=sets), target)
+        except ConfigRequestError as exc:
+            raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
+        source = "flags"
+    findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        lines = "\n".join("  " + f.render() for f in errors)
+        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {world_size}:\n{lines}")
+    warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
+    return config, source, warnings
+
+
+def trial_key(config: dict, resolved: Any, request: RunRequest, device: str, world_size: int,
+              layout: Any = None) -> str:
+    """What makes two runs the same trial (see RunRow.trial_key); the micro-batch is inside the config."""
+    nodes = {"nodes": layout.selection, "launcher": request.launcher} if layout is not None else {}
+    return config_hash({**nodes,
+        "ds_config": config, "model": resolved.name, "overrides": resolved.overrides, "seq_len": resolved.seq_len,
+        "vocab_pad": resolved.vocab_pad, "toggles": {"tf32": request.tf32, "compile": request.compile,
+                                                     "attn": request.attn, "act_ckpt": request.act_ckpt},
+        "device": device, "world_size": world_size, "steps": request.steps, "warmup": request.warmup,
+        "memory_cap": request.memory_cap,
+    })
+
+
+def resolve_trial(request: RunRequest) -> Trial:
+    """Model, device, world size and the linted DeepSpeed config; writes and starts nothing. RunRefused on bad input."""
+    if request.steps < 1:
+        raise RunRefused(f"--steps must be at least 1, got {request.steps}")
+    if request.warmup < 0:
+        raise RunRefused(f"--warmup must be 0 or more, got {request.warmup}")
+    if request.memory_cap is not None and request.memory_cap <= 0:
+        raise RunRefused(f"--memory-cap must be positive, got {request.memory_cap}")
+    if request.inject_failure:
+        from dsx.rank.protocol import parse_injection
+
+        try:
+            parse_injection(request.inject_failure)
+        except ValueError as exc:
+            raise RunRefused(str(exc)) from None
+
+    from dsx.models import ModelError, attn_available, resolve_model
+
+    try:
+        resolved = resolve_model(request.model, request.overrides, seq_len=request.seq_len,
+                                 vocab_pad=request.vocab_pad)
+    except ModelError as exc:
+        raise RunRefused(str(exc)) from None
+    ok, reason = attn_available(request.attn, resolved.family)
+    if not ok:
+        raise RunRefused(f"--attn {request.attn} is unavailable here: {reason}")
+
+    device, visible = detect_device()
+    placement = place(request.nodes, request.gpus, device, visible)
+    world, layout, notes = placement.world_size, placement.layout, list(placement.notes or [])
+    if layout is None and device == "cpu" and request.compile:
+        notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
+    if request.attn == "flash" and device != "cuda":
+        raise RunRefused("--attn flash needs a CUDA GPU")
+
+    config, source, warnings = resolve_config(request, world)
+    notes += warnings
+    from dsx.schema.batch import BatchError, solve_batch
+
+    try:
+        batch = solve_batch(world, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
+                            config.get("gradient_accumulation_steps"))
+    except (BatchError, TypeError) as exc:
+        raise RunRefused(f"batch sizes: {exc}") from None
+    optimizer = (config.get("optimizer") or {})
+    if optimizer.get("type", "").lower() in ("adam", "adamw") and not (optimizer.get("params") or {}).get(
+            "torch_adam") and not (config.get("zero_optimization") or {}).get("offload_optimizer"):
+        notes.append("optimizer Adam/AdamW: DeepSpeed uses its FusedAdam op, JIT-built on first use and cached in "
+                     "TORCH_EXTENSIONS_DIR (about 50 s on a GPU host); --ds-set optimizer.params.torch_adam=true uses "
+                     "torch's AdamW instead")
+    return Trial(request=request, resolved=resolved, device=device, world_size=world, ds_config=config,
+                 ds_config_source=source, micro_batch=batch.train_micro_batch_size_per_gpu,
+                 grad_accum=batch.gradient_accumulation_steps, notes=notes,
+                 key=trial_key(config, resolved, request, device, world, layout), layout=layout)
+

@@ -1,0 +1,47 @@
+"""What `dsx run` prints when a run ends: the row in a dozen lines."""
+
+from __future__ import annotations
+
+from dsx.config_facts import offload_devices, zero_stage
+from dsx.results import RunRow
+from dsx.units import format_bytes
+
+
+def summary(row: RunRow, results: str) -> str:
+    """The short table `dsx run` prints."""
+    f, m, o = row.figures, row.memory.max, row.overhead
+    zero = zero_stage(row.ds_config)
+    offload = [what for what, device in zip(("optimizer", "param"), offload_devices(row.ds_config)) if device != "none"]
+    where = f"{row.world_size} x {row.gpu_name or 'GPU'}" if row.device == "cuda" else f"{row.world_size} CPU rank(s)"
+    lines = [
+        f"{row.status.upper()}  {row.model.preset} ({row.model.params:,} params, seq {row.model.seq_len})"
+        if row.model.params else f"{row.status.upper()}  {row.model.preset} (seq {row.model.seq_len})",
+        f"  {where}, ZeRO-{zero}{' + offload ' + '/'.join(offload) if offload else ''}, {row.precision}, "
+        f"micro-batch {row.micro_batch} x grad-accum {row.grad_accum}",
+    ]
+    if f.step_time_s:
+        lines += [
+            f"  step time   median {f.step_time_s.median * 1e3:.1f} ms (min {f.step_time_s.min * 1e3:.1f}, max "
+            f"{f.step_time_s.max * 1e3:.1f}) over {len(f.step_time_s.all)} steps",
+            f"  throughput  {f.tokens_per_s:,.0f} tokens/s, {f.samples_per_s:,.1f} samples/s, "
+            f"{f.model_tflops_per_s:.3g} TFLOP/s per GPU" if f.model_tflops_per_s is not None else
+            f"  throughput  {f.tokens_per_s:,.0f} tokens/s, {f.samples_per_s:,.1f} samples/s",
+            f"  MFU         {f.mfu:.1%} of {f.peak_tflops:g} TFLOP/s {f.flops_dtype}" if f.mfu is not None else
+            "  MFU         - (" + ("CPU run" if row.device == "cpu" else f"no peak for {row.gpu_name!r} in dsx.gpus")
+            + ")",
+        ]
+    if f.flop_check_note:
+        lines.append(f"  flop check  {f.flop_check_note}")
+    lines.append(f"  memory max  allocated {format_bytes(m.peak_allocated)}, reserved {format_bytes(m.peak_reserved)}, NVML "
+                 f"{format_bytes(m.nvml_used)}, host RSS {format_bytes(m.host_rss_peak)}, pinned {format_bytes(m.pinned_host)}")
+    if o.total_s is not None:
+        def sec(v):
+            return "-" if v is None else f"{v:.1f} s"
+
+        lines.append(f"  wall        {o.total_s:.1f} s total, {o.added_s:.1f} s around the steps (launch "
+                     f"{sec(o.launch_to_rank_start_s)}, imports {sec(o.rank_import_s)}, deepspeed.initialize "
+                     f"{sec(o.ds_initialize_s)}, teardown {sec(o.teardown_s)})")
+    if row.error:
+        lines.append(f"  error       {row.error}")
+    lines.append(f"  row {row.run_id} appended to {results}")
+    return "\n".join(lines)

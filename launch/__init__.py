@@ -1,1 +1,0 @@
-"""Rank-side entry points started by DeepSpeed's launcher (see dsx/launcher.py). Importable for tests."""
