@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsx import leftovers
+from dsx.config_facts import configuration_label
 from dsx.results import config_hash, read_rows
 
 AUTO = "auto"
@@ -64,20 +65,10 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        parts = [f"z{self.zero}"]
-        if self.offload != "none":
-            parts.append(f"off={self.offload}")
-        if self.offload_params != "none":
-            parts.append(f"params={self.offload_params}")
-        parts.append(self.precision)
-        if self.act_ckpt:
-            parts.append("ckpt")
-        if self.compile:
-            parts.append("compile")
-        if self.gpus is not None:
-            parts.append(f"{self.gpus}gpu")
-        parts += [f"{k}={v}" for k, v in self.vary]
-        return " ".join(parts)
+        extra = ([] if self.gpus is None else [f"{self.gpus}gpu"]) + [f"{k}={v}" for k, v in self.vary]
+        return configuration_label(zero=self.zero, offload=self.offload, offload_params=self.offload_params,
+                                   precision=self.precision, act_ckpt=self.act_ckpt, compile=self.compile,
+                                   extra=extra)
 
     def problem(self, nvme_path: str | None) -> str | None:
         """Why this point cannot run (skipped, no launch), or None."""

@@ -1,4 +1,7 @@
-"""Units and their text: byte sizes read from flags and printed in tables and summaries."""
+"""Units and their text: byte sizes read from flags, and the numbers printed in tables and summaries.
+
+The fmt_* helpers are the cells of `dsx report`'s tables and the figures of `dsx estimate`'s summary: one number
+each, '-' where it is unknown (None)."""
 
 from __future__ import annotations
 
@@ -35,4 +38,43 @@ def format_bytes(n: float | None) -> str:
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return str(n)
+
+
+def fmt_gib(n: float | None) -> str:
+    """Bytes as GiB with one decimal and thousands separators: '22.7', '1,024.0'."""
+    return "-" if n is None else f"{n / GIB:,.1f}"
+
+
+def fmt_mib(n: float | None) -> str:
+    """Bytes as MiB with one decimal and thousands separators."""
+    return "-" if n is None else f"{n / MIB:,.1f}"
+
+
+def fmt_num(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def fmt_tflops(v: float | None) -> str:
+    """Three significant figures below 100 (CPU runs are tiny), whole numbers above."""
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def fmt_pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def fmt_ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def fmt_params(n: int | None) -> str:
+    """A parameter count: '124M', '1.5B', '999'."""
+    if n is None:
+        return "-"
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
     return str(n)

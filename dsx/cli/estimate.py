@@ -73,7 +73,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
 
 
 def render(e, model_name: str, setup) -> str:
-    from dsx.report import fmt_params
+    from dsx.units import fmt_params
 
     offload = "" if e.offload == "none" else f", optimizer on {e.offload}"
     offload += "" if e.offload_params == "none" else f", parameters on {e.offload_params}"

@@ -1,0 +1,62 @@
+"""The best row of a report (`dsx report --best`): the fastest ok row, its config linted, and what reproduces it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsx.report.facts import describe, examples_per_s, memory, memory_field, tokens_per_s
+from dsx.report.load import ReportError
+from dsx.units import fmt_gib, fmt_num, fmt_pct, fmt_tflops
+
+
+def best_ok(rows: list[dict]) -> dict | None:
+    """The ok row with the most tokens/s."""
+    ok = [r for r in rows if r["status"] == "ok" and tokens_per_s(r) is not None]
+    return max(ok, key=tokens_per_s) if ok else None
+
+
+@dataclass
+class Best:
+    row: dict
+    config: dict
+    findings: list
+    """dsx.lint findings of the row's ds_config at its world size (warnings only, or it would have been refused)."""
+    command: str
+    """The argv that made the row, shell-quoted: run it to reproduce."""
+
+
+def pick_best(rows: list[dict], target) -> Best:
+    """The ok row with the most tokens/s, its DeepSpeed config linted at the row's world size against `target`.
+
+    Refused (ReportError, exit 1) when there is no ok row, or when the config has lint errors: a config dsx would
+    itself reject is no recommendation."""
+    import shlex
+
+    from dsx.lint.engine import lint
+
+    row = best_ok(rows)
+    if row is None:
+        raise ReportError(f"no ok row with a throughput among {len(rows)} row(s): nothing to pick", 1)
+    findings = lint(row["ds_config"], target=target, world_size=row["world_size"])
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        details = "; ".join(f.render().replace("\n    ", " ") for f in errors)
+        raise ReportError(f"the best row {row['run_id'][:8]} has a DeepSpeed config with {len(errors)} lint "
+                          f"error(s) for DeepSpeed {target} at world size {row['world_size']}, not writing it: "
+                          f"{details}", 1)
+    return Best(row, row["ds_config"], findings, shlex.join(row["command"]))
+
+
+def best_summary(best: Best) -> list[str]:
+    """What `--best` prints: which row, its figures, and the command that reproduces it."""
+    r, f = best.row, best.row["figures"]
+    lines = [
+        f"best: {describe(r)}",
+        (f"  {fmt_num(tokens_per_s(r), 0)} tokens/s, {fmt_num(examples_per_s(r))} ex/s, "
+         f"{fmt_tflops(f['model_tflops_per_s'])} TFLOP/s per GPU, MFU {fmt_pct(f['mfu'])}, "
+         f"peak memory {fmt_gib(memory(r))} GiB ({memory_field(r)})"),
+        f"  reproduce: {best.command}",
+    ]
+    lines += ["  " + finding.render("config").replace("\n", "\n  ") for finding in best.findings]
+    return lines
+

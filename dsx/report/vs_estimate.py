@@ -1,0 +1,67 @@
+"""`dsx report --vs-estimate`: dsx estimate's prediction next to what each row measured, and DeepSpeed's own estimator.
+
+dsx.estimate (which imports dsx.run, and builds the model with torch and transformers) is imported inside the
+functions only: a report that does not ask for a comparison never pays for it, and importing dsx.report never
+imports run or the launcher.
+"""
+
+from __future__ import annotations
+
+from dsx.report.facts import label, model_text, tokens_per_s
+from dsx.report.tables import Table
+from dsx.units import fmt_gib, fmt_num, fmt_pct
+
+
+def vs_estimate_table(rows: list[dict]) -> Table:
+    """Predicted (dsx estimate) next to measured for every row whose GPU is calibrated, with the error; DeepSpeed's
+    own model-states estimators (estimate_zero2/3_model_states_mem_needs, additional_buffer_factor 1) beside them.
+    Imports torch and transformers (the model is built on the meta device)."""
+    from dsx.estimate import EstimateError, calibration_role, estimate, setup_of_row
+
+    table = Table("Predicted vs measured (dsx estimate)", [
+        "configuration", "model", "mb", "status", "peak alloc GiB", "predicted", "error", "fit predicted",
+        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "DeepSpeed estimator GiB", "role"])
+    for r in rows:
+        try:
+            e = estimate(setup_of_row(r), search_max=False)
+        except EstimateError:
+            continue
+        measured = r["memory"]["max"].get("peak_allocated")
+        ok = r["status"] == "ok"
+        error = fmt_pct((e.peak_allocated - measured) / measured) if ok and measured else "-"
+        if ok and measured and e.peak_allocated > measured:
+            error = "+" + error
+        right = (e.fits and ok) or (not e.fits and r["status"] == "oom")
+        host = r["memory"]["max"].get("host_rss_peak")
+        table.rows.append([
+            label(r), model_text(r), str(r["micro_batch"]), r["status"], fmt_gib(measured) if ok else "-",
+            fmt_gib(e.peak_allocated), error, ("fits" if e.fits else "OOM") + (" ✓" if right else " ✗"),
+            fmt_gib(host) if ok and e.offload != "none" else "-",
+            fmt_gib(e.host_per_rank) if e.offload != "none" else "-",
+            fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0),
+            fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), calibration_role(r)])
+    table.legend = [
+        "peak alloc: torch's peak allocated on the busiest rank; error: (predicted - measured) / measured; fit "
+        "predicted: peak allocated + CUDA context + allocator headroom <= the GPU's memory (✓ when the row's status "
+        "agrees); DeepSpeed estimator: its model-states-only formula (no activations) for the row's stage and "
+        "offload; role: calibration rows set dsx.estimate's constants, fit calibration rows set the allocator "
+        "headroom (their memory is judged), judged rows set nothing."]
+    return table
+
+
+def deepspeed_estimator_gpu_bytes(row: dict, e) -> int | None:
+    """DeepSpeed 0.19's estimate_zero{2,3}_model_states_mem_needs GPU figure for the row (its formulas: params and
+    optimizer states only), additional_buffer_factor 1. None where it has no estimator (ZeRO-0)."""
+    n, w = e.params, e.world_size
+    if e.zero in (1, 2):
+        return 2 * n if e.offload != "none" else 2 * n + int(18 * n / w)
+    if e.zero == 3:
+        from dsx.estimate import setup_of_row
+        from dsx.models import largest_module_params
+
+        largest = 4 * largest_module_params(setup_of_row(row).resolved)  # its _all_live term
+        if e.offload != "none":
+            return largest if e.offload_params != "none" else largest + int(2 * n / w)
+        return largest + int(18 * n / w)
+    return None
+
