@@ -250,3 +250,14 @@ def test_python_options_instead_of_a_script_are_refused():
 
     with pytest.raises(LaunchError, match="dsx launch runs a script: -- python SCRIPT.py ARGS"):
         user_rank_command(["python", "-m", "pkg"])
+
+
+def test_dsx_launch_refuses_node_flags_without_a_hostfile_in_run_s_words(tmp_path):
+    """dsx launch and dsx run place their ranks with the same code (dsx.run.nodes), so they refuse alike."""
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1}')
+    out = subprocess.run([sys.executable, "-m", "dsx", "launch", "--include", "a:0", "--launcher", "no-ssh",
+                          "--config", str(config), "--", "python", "train.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "Error: --include, --launcher need(s) --hostfile"
