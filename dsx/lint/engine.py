@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import copy
 import difflib
-from dataclasses import dataclass, field
 from typing import Iterator
 
 from pydantic import ValidationError
 
 from dsx.lint import autos
+from dsx.lint.context import LintContext
 from dsx.lint.findings import Finding, join
 from dsx.lint.paths import accepts, gate, keys_of, models_in, resolve
+from dsx.lint.rules import RULES
 from dsx.schema.config import SECTIONS, TopLevelConfig, section_adapter, top_level_keys
 from dsx.versions import Version
 
@@ -36,17 +37,6 @@ RENAMES = {
     "end_step": "end_profile_step",
     "cpu_offload_params": "offload_param: {\"device\": \"cpu\"}",
 }
-
-
-@dataclass
-class LintContext:
-    target: Version
-    world_size: int | None = None
-    hf: bool = False
-    filled_by_hf: set[str] = field(default_factory=set)
-    """Paths whose "auto" the Trainer/accelerate will fill (known to exist, value unknown)."""
-    autos: set[str] = field(default_factory=set)
-    """Paths that held "auto" (filled or already reported): later rules must not call them missing."""
 
 
 def regime(parts: list[str]) -> str:
@@ -291,7 +281,6 @@ def check_models(data: dict, ctx: LintContext) -> list[Finding]:
 def lint(data: dict, *, target: Version, world_size: int | None = None, hf: bool = False,
          duplicate_keys: list[str] | tuple = ()) -> list[Finding]:
     """All findings for one parsed config."""
-    from dsx.lint.rules import RULES
 
     ctx = LintContext(target=target, world_size=world_size, hf=hf)
     work = copy.deepcopy(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from dsx.lint.engine import LintContext
+from dsx.lint.context import LintContext
 from dsx.lint.findings import Finding
 
 STAGE3_ONLY = {

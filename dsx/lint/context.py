@@ -1,0 +1,18 @@
+"""What every lint check knows about the config it checks: the target version, the world size, the Trainer's fill."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dsx.versions import Version
+
+
+@dataclass
+class LintContext:
+    target: Version
+    world_size: int | None = None
+    hf: bool = False
+    filled_by_hf: set[str] = field(default_factory=set)
+    """Paths whose "auto" the Trainer/accelerate will fill (known to exist, value unknown)."""
+    autos: set[str] = field(default_factory=set)
+    """Paths that held "auto" (filled or already reported): later rules must not call them missing."""
