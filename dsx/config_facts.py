@@ -6,8 +6,6 @@ The ground floor for run, sweep, estimate and report: they all read these facts 
 
 from __future__ import annotations
 
-from typing import Any
-
 
 def precision_of(config: dict) -> str:
     """'bf16', 'fp16' or 'fp32' (the legacy `bfloat16` section counts as bf16, as DeepSpeed reads it)."""
@@ -52,12 +50,3 @@ def configuration_label(*, zero: int, offload: str, offload_params: str, precisi
     if compile:
         parts.append("compile")
     return " ".join([*parts, *extra])
-
-
-def auto_paths(node: Any, path: str = "") -> list[str]:
-    """Dotted paths of every "auto" value in a config (what only the Trainer / accelerate fill)."""
-    if isinstance(node, dict):
-        return [p for k, v in node.items() for p in auto_paths(v, f"{path}.{k}" if path else str(k))]
-    if isinstance(node, list):
-        return [p for i, v in enumerate(node) for p in auto_paths(v, f"{path}[{i}]")]
-    return [path] if node == "auto" else []

@@ -72,6 +72,12 @@ def parse_set(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+def apply_sets(config: dict, texts: tuple[str, ...] | list[str]) -> None:
+    """Apply `KEY=VALUE` texts (dotted keys) to a config dict in place; ConfigRequestError names a bad one."""
+    for text in texts:
+        _set_path(config, *parse_set(text))
+
+
 def _set_path(config: dict, dotted: str, value: Any) -> None:
     node = config
     parts = dotted.split(".")

@@ -261,6 +261,15 @@ def canonical_json(config: dict) -> str:
     return json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def trial_key(*, ds_config: dict, model: dict, toggles: dict, device: str, world_size: int, steps: int, warmup: int,
+              memory_cap: int | None, nodes: dict | None = None) -> str:
+    """What makes two runs the same trial (RunRow.trial_key): the resolved config (the micro-batch is inside it), the
+    model and its overrides, the toggles, device, world size, steps and the memory cap, and for a hostfile run the
+    selected nodes and the launcher."""
+    return config_hash({**(nodes or {}), "ds_config": ds_config, **model, "toggles": toggles, "device": device,
+                        "world_size": world_size, "steps": steps, "warmup": warmup, "memory_cap": memory_cap})
+
+
 def config_hash(config: dict) -> str:
     """sha256 of the canonical JSON (sorted keys, no whitespace): equal configs hash equal whatever their key order."""
     return hashlib.sha256(canonical_json(config).encode("utf-8")).hexdigest()

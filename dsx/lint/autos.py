@@ -7,6 +7,8 @@ dict-read keys later. dsx treats it as an error unless --hf says a Trainer/accel
 
 from __future__ import annotations
 
+from typing import Any
+
 # Key path -> what DeepSpeed does with an unfilled "auto" there (deepspeed-facts §10.3).
 HF_FILLED: dict[str, str] = {
     "train_micro_batch_size_per_gpu": "fails at DeepSpeedConfig() with a TypeError",
@@ -45,3 +47,12 @@ ACCELERATE_ONLY = {
 # What the transformers Trainer itself writes over "auto" (`dsx config --hf-auto` puts "auto" exactly here);
 # the stage3_* ones only at ZeRO stage 3.
 TRAINER_FILLED = tuple(path for path in HF_FILLED if path not in ACCELERATE_ONLY)
+
+
+def auto_paths(node: Any, path: str = "") -> list[str]:
+    """Dotted paths of every "auto" value in a config (what only the Trainer / accelerate fill)."""
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in auto_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in auto_paths(v, f"{path}[{i}]")]
+    return [path] if node == "auto" else []

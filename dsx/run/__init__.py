@@ -32,14 +32,13 @@ from dsx.run.prepare import Prepared, describe_dry_run, node_commands, prepare
 from dsx.run.refused import RunRefused
 from dsx.run.request import (
     CONFIG_FLAGS, DEFAULT_RESULTS, DEFAULT_TIMEOUT_S, RunRequest, Trial, config_flags, resolve_config, resolve_trial,
-    trial_key,
 )
 from dsx.run.summary import summary
 
 __all__ = [
     "CONFIG_FLAGS", "DEFAULT_RESULTS", "DEFAULT_TIMEOUT_S", "NODE_KEYS", "NodeRequest", "Prepared", "RunRefused",
     "RunRequest", "Trial", "check_ssh", "config_flags", "describe_dry_run", "execute", "gather", "node_commands",
-    "prepare", "resolve_config", "resolve_nodes", "resolve_trial", "run", "summary", "trial_key",
+    "prepare", "resolve_config", "resolve_nodes", "resolve_trial", "run", "summary",
 ]
 
 

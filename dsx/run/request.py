@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dsx.config_facts import auto_paths
+from dsx.lint.autos import auto_paths
 from dsx.host import detect_device
-from dsx.results import config_hash
+from dsx.results import trial_key
 from dsx.run.nodes import NODE_KEYS, NodeRequest, place
 from dsx.run.refused import RunRefused
 
@@ -99,24 +99,6 @@ class Trial:
     """dsx.hostfile.Layout of a hostfile run, else None."""
 
 
-def _apply_sets(config: dict, sets: tuple[str, ...]) -> None:
-    from dsx.generate import ConfigRequestError, parse_set
-
-    for text in sets:
-        try:
-            key, value = parse_set(text)
-        except ConfigRequestError as exc:
-            raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
-        node = config
-        parts = key.split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise RunRefused(f"--ds-set {key}: '{part}' holds {child!r}, not a section")
-            node = child
-        node[parts[-1]] = value
-
-
 def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
     """(config, source, warnings). Lint errors, "auto" values, an unreadable file -> RunRefused."""
     from dsx.lint.engine import lint
@@ -146,7 +128,12 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
                 f'{request.config_path}: "auto" at {", ".join(autos)}: only the transformers Trainer / accelerate fill '
                 '"auto", and dsx run passes the config to DeepSpeed directly. Write the values (dsx config writes a '
                 "complete config: dsx config --preset ... -o FILE)")
-        _apply_sets(config, request.ds_sets)
+        from dsx.generate import ConfigRequestError, apply_sets
+
+        try:
+            apply_sets(config, request.ds_sets)
+        except ConfigRequestError as exc:
+            raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
         source = str(Path(request.config_path).resolve())
     else:
         from dsx.generate import ConfigRequest, ConfigRequestError, generate, parse_set
@@ -181,19 +168,6 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
     return config, source, warnings
 
 
-def trial_key(config: dict, resolved: Any, request: RunRequest, device: str, world_size: int,
-              layout: Any = None) -> str:
-    """What makes two runs the same trial (see RunRow.trial_key); the micro-batch is inside the config."""
-    nodes = {"nodes": layout.selection, "launcher": request.launcher} if layout is not None else {}
-    return config_hash({**nodes,
-        "ds_config": config, "model": resolved.name, "overrides": resolved.overrides, "seq_len": resolved.seq_len,
-        "vocab_pad": resolved.vocab_pad, "toggles": {"tf32": request.tf32, "compile": request.compile,
-                                                     "attn": request.attn, "act_ckpt": request.act_ckpt},
-        "device": device, "world_size": world_size, "steps": request.steps, "warmup": request.warmup,
-        "memory_cap": request.memory_cap,
-    })
-
-
 def resolve_trial(request: RunRequest) -> Trial:
     """Model, device, world size and the linted DeepSpeed config; writes and starts nothing. RunRefused on bad input."""
     if request.steps < 1:
@@ -202,6 +176,15 @@ def resolve_trial(request: RunRequest) -> Trial:
         raise RunRefused(f"--warmup must be 0 or more, got {request.warmup}")
     if request.memory_cap is not None and request.memory_cap <= 0:
         raise RunRefused(f"--memory-cap must be positive, got {request.memory_cap}")
+    device, visible = detect_device()
+    placement = place(request.nodes, request.gpus, device, visible)
+    world, layout, notes = placement.world_size, placement.layout, list(placement.notes or [])
+    if layout is None and device == "cpu" and request.compile:
+        notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
+    if request.attn == "flash" and device != "cuda":
+        raise RunRefused("--attn flash needs a CUDA GPU")
+    config, source, warnings = resolve_config(request, world)
+    notes += warnings
     if request.inject_failure:
         from dsx.rank.protocol import parse_injection
 
@@ -220,17 +203,6 @@ def resolve_trial(request: RunRequest) -> Trial:
     ok, reason = attn_available(request.attn, resolved.family)
     if not ok:
         raise RunRefused(f"--attn {request.attn} is unavailable here: {reason}")
-
-    device, visible = detect_device()
-    placement = place(request.nodes, request.gpus, device, visible)
-    world, layout, notes = placement.world_size, placement.layout, list(placement.notes or [])
-    if layout is None and device == "cpu" and request.compile:
-        notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
-    if request.attn == "flash" and device != "cuda":
-        raise RunRefused("--attn flash needs a CUDA GPU")
-
-    config, source, warnings = resolve_config(request, world)
-    notes += warnings
     from dsx.schema.batch import BatchError, solve_batch
 
     try:
@@ -247,5 +219,12 @@ def resolve_trial(request: RunRequest) -> Trial:
     return Trial(request=request, resolved=resolved, device=device, world_size=world, ds_config=config,
                  ds_config_source=source, micro_batch=batch.train_micro_batch_size_per_gpu,
                  grad_accum=batch.gradient_accumulation_steps, notes=notes,
-                 key=trial_key(config, resolved, request, device, world, layout), layout=layout)
+                 key=trial_key(ds_config=config, model={"model": resolved.name, "overrides": resolved.overrides,
+                                                        "seq_len": resolved.seq_len, "vocab_pad": resolved.vocab_pad},
+                               toggles={"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
+                                        "act_ckpt": request.act_ckpt},
+                               device=device, world_size=world, steps=request.steps, warmup=request.warmup,
+                               memory_cap=request.memory_cap,
+                               nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None),
+                 layout=layout)
 
