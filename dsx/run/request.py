@@ -181,8 +181,6 @@ def resolve_trial(request: RunRequest) -> Trial:
     world, layout, notes = placement.world_size, placement.layout, list(placement.notes or [])
     if layout is None and device == "cpu" and request.compile:
         notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
-    if request.attn == "flash" and device != "cuda":
-        raise RunRefused("--attn flash needs a CUDA GPU")
     config, source, warnings = resolve_config(request, world)
     notes += warnings
     if request.inject_failure:
@@ -203,6 +201,8 @@ def resolve_trial(request: RunRequest) -> Trial:
     ok, reason = attn_available(request.attn, resolved.family)
     if not ok:
         raise RunRefused(f"--attn {request.attn} is unavailable here: {reason}")
+    if request.attn == "flash" and device != "cuda":
+        raise RunRefused("--attn flash needs a CUDA GPU")
     from dsx.schema.batch import BatchError, solve_batch
 
     try:
