@@ -2,7 +2,7 @@
 
 Run from the repo root:  python bench/issue5_stats.py [--plot bench/results/issue5/predicted_vs_measured.png]
 
-Roles (dsx.estimate.calibration_role): 'calibration' rows set the constants and are left out of every figure;
+Roles (dsx.calibration.calibration_role): 'calibration' rows set the constants and are left out of every figure;
 'fit calibration' rows (the pruned sweep's boundary trials) set the allocator headroom, so they are left out of
 the fit/OOM figure but judged for memory; every other row is judged. --compile rows are left out (not modelled).
 """
@@ -13,7 +13,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from dsx.estimate import calibration_role, estimate, setup_of_row
+from dsx.calibration import calibration_role
+from dsx.estimate import estimate, setup_of_row
 from dsx.report import deepspeed_estimator_gpu_bytes
 from dsx.results import read_rows
 
