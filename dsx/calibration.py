@@ -52,7 +52,7 @@ class GpuKind:
 # Measured 2026-11-23 with torch 2.11.0+cu130, DeepSpeed 0.19.8, transformers 5.17.0, Python 3.12.3, dsx 0.1.0
 # (every row records its own versions). Calibrated the same day.
 
-CALIBRATION_FILE = "bench/results/issue4/h100/gpt2xl.jsonl"
+CALIBRATION_FILE = "bench/sweep/h100/gpt2xl.jsonl"
 """The results file (a path in the repository) the H100 constants come from: issue 4's exhaustive gpt2-xl sweep."""
 
 CALIBRATION_ROWS = {
@@ -69,7 +69,7 @@ CALIBRATION_RUN_IDS = {
 }
 """The run_id of each CALIBRATION_ROWS row in CALIBRATION_FILE (measured 2026-11-23 04:16-05:03 UTC)."""
 
-HEADROOM_FILE = "bench/results/issue5/h100/gpt2xl_pruned.jsonl"
+HEADROOM_FILE = "bench/estimator/h100/gpt2xl_pruned.jsonl"
 """The trials the H100 allocator headroom comes from: a sweep that started each search at the predicted largest
 micro-batch, so its trials sit on the fit/OOM boundary. Its fit/OOM outcomes are calibration."""
 

@@ -1,6 +1,6 @@
 """dsx estimate against every committed H100 row: the accuracy figures of issue 5 and its plot, computed, not typed.
 
-Run from the repo root:  python bench/issue5_stats.py [--plot bench/results/issue5/predicted_vs_measured.png]
+Run from the repo root:  python bench/estimator/accuracy.py [--plot bench/estimator/predicted_vs_measured.png]
 
 Roles (dsx.calibration.calibration_role): 'calibration' rows set the constants and are left out of every figure;
 'fit calibration' rows (the pruned sweep's boundary trials) set the allocator headroom, so they are left out of
@@ -20,11 +20,11 @@ from dsx.results import read_rows
 
 GIB = 1024**3
 FILES = [
-    "bench/results/issue4/h100/gpt2xl.jsonl",
-    "bench/results/issue4/h100/bert_effects.jsonl",
-    "bench/results/issue3/h100/runs.jsonl",
-    "bench/results/issue5/h100/llama1b.jsonl",
-    "bench/results/issue5/h100/gpt2xl_pruned.jsonl",
+    "bench/sweep/h100/gpt2xl.jsonl",
+    "bench/sweep/h100/bert_effects.jsonl",
+    "bench/mfu/h100/runs.jsonl",
+    "bench/estimator/h100/llama1b.jsonl",
+    "bench/estimator/h100/gpt2xl_pruned.jsonl",
 ]
 EXHAUSTIVE, PRUNED = FILES[0], FILES[4]
 
