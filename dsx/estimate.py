@@ -18,7 +18,8 @@ GPU, two moments; the peak is the larger:
   With gradient accumulation > 1 the gradients of ZeRO-1/2 live through the forward passes too.
 
 Fits: peak allocated + CUDA context + allocator headroom <= the GPU's memory. The headroom is what the caching
-allocator could not use when a multi-GiB block (the fp32 logits) had to be placed near the boundary (HEADROOM_FILE).
+allocator could not use when a multi-GiB block (the fp32 logits) had to be placed near the boundary
+(dsx.calibration.HEADROOM_FILE).
 
 Host, per rank (CPU offload): the process itself (calibrated) + HOST_BYTES_PER_PARAM·N/W (+ P·N/W with the
 parameters offloaded); NVMe offload puts S·N/W on the drive instead.
@@ -27,82 +28,23 @@ Speed: model FLOPs (dsx.flops) x (1 + recomputed forward with checkpointing) ove
 achieved fraction, + the CPU optimizer step (offload) + ZeRO-3's per-parameter gather cost. Communication between
 GPUs is not modelled (assumed overlapped): multi-GPU speed is an upper bound.
 
-Every constant that is not DeepSpeed's layout is calibrated on named rows of bench/results (CALIBRATION_ROWS,
-HEADROOM_FILE);
-`dsx report --vs-estimate` judges the others. Activations are never fitted: they come from the model's code.
+Every constant that is not DeepSpeed's layout is calibrated on named rows of the repository's bench/ results and
+ships inside dsx as literal numbers (dsx.calibration: GPUS, the rows each came from); this module reads no file.
+`dsx report --vs-estimate` judges the other rows. Activations are never fitted: they come from the model's code.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from dsx.config_facts import precision_of
-
-GIB = 1024**3
+from dsx.calibration import GPUS, GpuKind
+from dsx.config_facts import offload_devices, precision_of, zero_stage
 
 
 class EstimateError(ValueError):
     """A request the estimator cannot answer: the message says why."""
 
-
-@dataclass(frozen=True)
-class GpuKind:
-    """A GPU and host kind with its calibration (`calibrate` computes these from CALIBRATION_ROWS)."""
-
-    key: str
-    name: str
-    total_bytes: int
-    """Memory torch sees (torch.cuda.get_device_properties().total_memory), measured."""
-    context_bytes: int
-    """NVML used minus torch's peak reserved: CUDA context, cuBLAS/NCCL workspaces."""
-    fragmentation: float
-    """Peak reserved / peak allocated of torch's caching allocator (median)."""
-    achieved_fraction: float
-    """Model FLOP/s per micro-batch sample over the dense peak: the slope of step time in micro-batch."""
-    fixed_s_per_param: float
-    """Step time that does not grow with the micro-batch (optimizer step, clipping, bucket copies), per parameter."""
-    cpu_step_s_per_param: dict[int, float]
-    """CPU offload: seconds per parameter of DeepSpeedCPUAdam's step and the host<->GPU copies, by ZeRO stage."""
-    zero3_s_per_param_pass: float
-    """ZeRO-3's extra time per parameter per forward or backward pass (one GPU: its bookkeeping, no network)."""
-    host_process_bytes: dict[int, int]
-    """RSS of one rank without offload (torch, CUDA, transformers, DeepSpeed), by ZeRO stage (ZeRO-3 builds the
-    model under zero.Init)."""
-    host_bytes_per_param: dict[int, float]
-    """Host bytes per parameter added by optimizer CPU offload (AdamW, bf16), by ZeRO stage."""
-    source: str
-    allocator_headroom_bytes: int = 0
-    """Free memory an allocation still failed with near the boundary (the caching allocator cannot place a large
-    block in fragmented space): the largest shortfall among HEADROOM_FILE's out-of-memory trials predicted to fit."""
-
-
-CALIBRATION_FILE = "bench/results/issue4/h100/gpt2xl.jsonl"
-CALIBRATION_ROWS = {
-    "ckpt_a": ("z1 bf16 ckpt", 8), "ckpt_b": ("z1 bf16 ckpt", 32), "offload": ("z2 off=cpu bf16", 8),
-    "zero3": ("z3 bf16", 8), "zero3_offload": ("z3 off=cpu bf16", 8), "base": ("z1 bf16", 8),
-}
-"""The rows (sweep label, micro-batch) of CALIBRATION_FILE that the H100 constants come from; every other row is
-judged, never used to set a constant (`calibrate` recomputes the constants; a test checks the table below)."""
-
-HEADROOM_FILE = "bench/results/issue5/h100/gpt2xl_pruned.jsonl"
-"""The trials the allocator headroom comes from (`calibrate_headroom`): a sweep that started each search at the
-predicted largest micro-batch, so its trials sit on the fit/OOM boundary. Its fit/OOM outcomes are calibration."""
-
-GPUS: dict[str, GpuKind] = {
-    "h100-80gb": GpuKind(
-        key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
-        context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.328, fixed_s_per_param=8.95e-11,
-        cpu_step_s_per_param={1: 4.792e-10, 2: 4.792e-10, 3: 1.138e-09}, zero3_s_per_param_pass=6.91e-11,
-        host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
-        host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
-        source="H100 SXM5 host of bench/results/issue4 (torch 2.11, DeepSpeed 0.19.8, 16 host cores): calibrate(), "
-               "calibrate_headroom()",
-        allocator_headroom_bytes=2_684_354_560,
-    ),
-}
 
 OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "fusedadam": 8, "lamb": 8, "fusedlamb": 8, "onebitadam": 8,
                          "zerooneadam": 8, "onebitlamb": 8, "lion": 4, "fusedlion": 4, "adagrad": 4, "sgd": 4,
@@ -162,12 +104,12 @@ class Estimate:
 
 
 def _zero(config: dict) -> tuple[int, str, str, int]:
-    zero = config.get("zero_optimization") or {}
-    stage = int(zero.get("stage", 0) or 0)
-    optimizer_device = ((zero.get("offload_optimizer") or {}).get("device") or "none") if stage else "none"
-    param_device = ((zero.get("offload_param") or {}).get("device") or "none") if stage == 3 else "none"
-    bucket = int(zero.get("reduce_bucket_size", 500_000_000))
-    return stage, optimizer_device, param_device, bucket
+    """(ZeRO stage, optimizer offload device, parameter offload device, reduce bucket size) as DeepSpeed acts on
+    them: no optimizer offload at ZeRO-0, parameter offload at ZeRO-3 only."""
+    stage = zero_stage(config)
+    optimizer_device, param_device = offload_devices(config)
+    bucket = int((config.get("zero_optimization") or {}).get("reduce_bucket_size", 500_000_000))
+    return stage, optimizer_device if stage else "none", param_device if stage == 3 else "none", bucket
 
 
 def optimizer_state_bytes(config: dict) -> int:
@@ -359,86 +301,6 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     if stage == 3:
         seconds += gpu.zero3_s_per_param_pass * n * (3 if setup.act_ckpt else 2) * setup.grad_accum
     return seconds
-
-
-def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
-    """The constants of a GpuKind from the CALIBRATION_ROWS of one results file (one model, one GPU)."""
-    import statistics
-
-    def pick(label: str, micro_batch: int) -> dict:
-        for row in rows:
-            if (row.get("sweep") or {}).get("label") == label and row["micro_batch"] == micro_batch \
-                    and row["status"] == "ok":
-                return row
-        raise EstimateError(f"calibration row '{label}' at micro-batch {micro_batch} is missing")
-
-    chosen = {role: pick(*spec) for role, spec in CALIBRATION_ROWS.items()}
-    memory = [r["memory"]["max"] for r in chosen.values()]
-    context = int(statistics.median(m["nvml_used"] - m["peak_reserved"] for m in memory))
-    fragmentation = statistics.median(m["peak_reserved"] / m["peak_allocated"] for m in memory)
-    t = {role: r["figures"]["step_time_s"]["median"] for role, r in chosen.items()}
-    setup = setup_of_row(chosen["ckpt_a"], GpuKind(key, name, 0, 0, 1.0, 1.0, 0.0, {}, 0.0, {}, {}, ""))
-    n = _params(setup)
-    a, b = chosen["ckpt_a"]["micro_batch"], chosen["ckpt_b"]["micro_batch"]
-    per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
-    fixed = t["ckpt_a"] - a * per_sample
-    peak = _peak_flops(setup.gpu, "bf16")
-    achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * per_sample)
-    base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved)  # micro-batch 8, no checkpointing
-    zero3 = (t["zero3"] - base) / (2 * n)
-    rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
-    return GpuKind(
-        key=key, name=name, total_bytes=chosen["base"]["memory"]["capacity"], context_bytes=context,
-        fragmentation=round(fragmentation, 3), achieved_fraction=round(achieved, 4),
-        fixed_s_per_param=float(f"{fixed / n:.3g}"),
-        cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
-            (1, (t["offload"] - base) / n), (2, (t["offload"] - base) / n),
-            (3, (t["zero3_offload"] - base - zero3 * 2 * n) / n))},
-        zero3_s_per_param_pass=float(f"{zero3:.3g}"),
-        host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
-        host_bytes_per_param={1: round((rss["offload"] - rss["base"]) / n, 2),
-                              2: round((rss["offload"] - rss["base"]) / n, 2),
-                              3: round((rss["zero3_offload"] - rss["zero3"]) / n, 2)},
-        source="",
-    )
-
-
-HEADROOM_STEP = 256 * 1024**2
-
-
-def calibration_role(row: dict) -> str:
-    """What a result row is to the H100 calibration: 'calibration' (a CALIBRATION_ROWS configuration: it set the
-    constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
-    judged) or 'judged'."""
-    if row.get("gpu_name") == GPUS["h100-80gb"].name:
-        if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
-                ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
-            return "calibration"
-        if row.get("run_id") in _headroom_run_ids():
-            return "fit calibration"
-    return "judged"
-
-
-@functools.cache
-def _headroom_run_ids() -> frozenset[str]:
-    from dsx.results import read_rows
-
-    path = Path(__file__).resolve().parents[1] / HEADROOM_FILE  # a source checkout; elsewhere: none
-    return frozenset(r.get("run_id") for r in read_rows(path)) if path.exists() else frozenset()
-
-
-def calibrate_headroom(rows: list[dict], kind: GpuKind) -> int:
-    """The allocator headroom of `kind`: the largest free memory (capacity - predicted allocated - context) an
-    out-of-memory trial of `rows` still had, rounded up to 256 MiB; 0 when every OOM was predicted."""
-    from dataclasses import replace
-
-    without = replace(kind, allocator_headroom_bytes=0)
-    shortfall = 0
-    for row in rows:
-        if row["status"] == "oom":
-            predicted = estimate(setup_of_row(row, without), search_max=False)
-            shortfall = max(shortfall, predicted.capacity - predicted.peak_allocated - kind.context_bytes)
-    return -(-shortfall // HEADROOM_STEP) * HEADROOM_STEP
 
 
 def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:

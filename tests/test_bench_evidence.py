@@ -1,6 +1,6 @@
-"""The committed GPU evidence reads as its scripts compute it: bench/results/issue3/README.md holds what
-bench/issue3_summary.py prints from the committed rows, and bench/step_profile.py files kernels under the kinds its
-tables use (the names are the ones the H100 profiles recorded)."""
+"""The committed GPU evidence reads as its scripts compute it: bench/mfu/README.md holds what bench/mfu/summary.py
+prints from the committed rows, and bench/tools/step_profile.py files kernels under the kinds its tables use (the
+names are the ones the H100 profiles recorded)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import sys
 
 from conftest import ROOT
 
-ISSUE3 = ROOT / "bench/results/issue3"
+MFU = ROOT / "bench/mfu"
 
 
 def load_step_profile():
-    if str(ROOT / "bench") not in sys.path:
-        sys.path.insert(0, str(ROOT / "bench"))  # as when the script runs: it imports bench/torch_baseline.py
-    spec = importlib.util.spec_from_file_location("step_profile", ROOT / "bench/step_profile.py")
+    if str(ROOT / "bench/tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench/tools"))  # as when the script runs: it imports its torch_baseline.py
+    spec = importlib.util.spec_from_file_location("step_profile", ROOT / "bench/tools/step_profile.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -25,9 +25,9 @@ def load_step_profile():
 
 def test_issue3_readme_holds_every_line_the_summary_prints_from_the_committed_rows():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "bench/issue3_summary.py", str(ISSUE3 / "h100"), str(ISSUE3 / "h100_tuned")]
+    command = [sys.executable, "bench/mfu/summary.py", str(MFU / "h100"), str(MFU / "h100_tuned")]
     printed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
-    readme = (ISSUE3 / "README.md").read_text()
+    readme = (MFU / "README.md").read_text()
     missing = [line for line in printed.splitlines() if line and line not in readme]
     assert missing == []
 

@@ -420,7 +420,7 @@ def test_rows_of_another_schema_version_are_skipped_with_a_warning(tmp_path):
 
 
 def test_a_file_of_other_json_lines_has_nothing_to_report():
-    baseline = ROOT / "bench/results/issue3/h100/baseline.jsonl"  # plain PyTorch figures, not dsx rows
+    baseline = ROOT / "bench/mfu/h100/baseline.jsonl"  # plain PyTorch figures, not dsx rows
     result = report(baseline)
     assert result.exit_code == 1
     assert result.stderr == (f"dsx report: warning: {baseline}: skipped 1 row(s) without a schema_version (not a dsx "

@@ -29,7 +29,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
-    Constants of the GPU kind are calibrated on measured rows (dsx.estimate.CALIBRATION_ROWS).
+    Constants of the GPU kind are calibrated on measured rows (dsx.calibration.CALIBRATION_ROWS).
 
     \b
     dsx estimate --model gpt2-xl --zero 3 --offload cpu --micro-batch 8

@@ -16,7 +16,8 @@ def vs_estimate_table(rows: list[dict]) -> Table:
     """Predicted (dsx estimate) next to measured for every row whose GPU is calibrated, with the error; DeepSpeed's
     own model-states estimators (estimate_zero2/3_model_states_mem_needs, additional_buffer_factor 1) beside them.
     Imports torch and transformers (the model is built on the meta device)."""
-    from dsx.estimate import EstimateError, calibration_role, estimate, setup_of_row
+    from dsx.calibration import calibration_role
+    from dsx.estimate import EstimateError, estimate, setup_of_row
 
     table = Table("Predicted vs measured (dsx estimate)", [
         "configuration", "model", "mb", "status", "peak alloc GiB", "predicted", "error", "fit predicted",

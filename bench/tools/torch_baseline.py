@@ -4,7 +4,7 @@ Same model definition as `dsx run` (dsx.models: a transformers model from config
 tokens), trained the way a careful single-GPU PyTorch script would: bf16 autocast with fp32 master weights,
 fused AdamW, optional torch.compile. Warm-up steps, then timed steps between CUDA synchronisations; median.
 
-    python bench/torch_baseline.py --model gpt2 --vocab-pad 64 --micro-batch 16 --compile --out row.json
+    python bench/tools/torch_baseline.py --model gpt2 --vocab-pad 64 --micro-batch 16 --compile --out row.json
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dsx.models import build_model, count_params, resolve_model, synthetic_batch
 
 def make_step(resolved, batch: dict, *, compile: bool, attn: str, lr: float, device: torch.device):
     """The baseline's model and step: fp32 weights, bf16 autocast, fused AdamW (on CUDA), optional torch.compile.
-    Returns (forward, backward, optimizer_step), called in that order for one step (bench/step_profile.py times
+    Returns (forward, backward, optimizer_step), called in that order for one step (bench/tools/step_profile.py times
     them apart)."""
     torch.manual_seed(0)
     model = build_model(resolved, attn=attn, device=device)

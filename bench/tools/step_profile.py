@@ -1,4 +1,4 @@
-"""Where one training step's time goes, for the plain-PyTorch baseline (bench/torch_baseline.py's step) and for a
+"""Where one training step's time goes, for the plain-PyTorch baseline (bench/tools/torch_baseline.py's step) and for a
 DeepSpeed engine step (dsx/rank/loop.py's step), on the same model, batch and GPU, in one process.
 
 `dsx run` measures how fast a configuration is; this says why it is not faster. For each setup, after warm-up:
@@ -7,7 +7,7 @@ DeepSpeed engine step (dsx/rank/loop.py's step), on the same model, batch and GP
 - GPU kernel ms by kind and GPU idle ms, per step, from torch.profiler over a few more steps: idle time is
   the part of the step in which no kernel ran (host-side work the GPU waited for).
 
-    python bench/step_profile.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile \\
+    python bench/tools/step_profile.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile \\
         --ds-config ds.json --out profile.jsonl
 """
 
@@ -21,7 +21,7 @@ import statistics
 import time
 
 import torch
-from torch_baseline import make_step  # bench/ is on the path when this script runs
+from torch_baseline import make_step  # bench/tools/ is on the path when this script runs
 
 from dsx.models import build_model, resolve_model, synthetic_batch
 from dsx.host import free_port
@@ -174,7 +174,7 @@ def main() -> None:
 
 
 def profile_baseline(args, resolved, batch, device) -> dict:
-    """The baseline's step, as bench/torch_baseline.py runs it."""
+    """The baseline's step, as bench/tools/torch_baseline.py runs it."""
     forward, backward, optimizer_step = make_step(resolved, batch, compile=args.compile, attn="sdpa", lr=args.lr,
                                                   device=device)
     label = ("plain PyTorch (autocast bf16, " + ("fused AdamW" if device.type == "cuda" else "AdamW")

@@ -1,8 +1,8 @@
 """dsx estimate against every committed H100 row: the accuracy figures of issue 5 and its plot, computed, not typed.
 
-Run from the repo root:  python bench/issue5_stats.py [--plot bench/results/issue5/predicted_vs_measured.png]
+Run from the repo root:  python bench/estimator/accuracy.py [--plot bench/estimator/predicted_vs_measured.png]
 
-Roles (dsx.estimate.calibration_role): 'calibration' rows set the constants and are left out of every figure;
+Roles (dsx.calibration.calibration_role): 'calibration' rows set the constants and are left out of every figure;
 'fit calibration' rows (the pruned sweep's boundary trials) set the allocator headroom, so they are left out of
 the fit/OOM figure but judged for memory; every other row is judged. --compile rows are left out (not modelled).
 """
@@ -13,17 +13,18 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from dsx.estimate import calibration_role, estimate, setup_of_row
+from dsx.calibration import calibration_role
+from dsx.estimate import estimate, setup_of_row
 from dsx.report import deepspeed_estimator_gpu_bytes
 from dsx.results import read_rows
 
 GIB = 1024**3
 FILES = [
-    "bench/results/issue4/h100/gpt2xl.jsonl",
-    "bench/results/issue4/h100/bert_effects.jsonl",
-    "bench/results/issue3/h100/runs.jsonl",
-    "bench/results/issue5/h100/llama1b.jsonl",
-    "bench/results/issue5/h100/gpt2xl_pruned.jsonl",
+    "bench/sweep/h100/gpt2xl.jsonl",
+    "bench/sweep/h100/bert_effects.jsonl",
+    "bench/mfu/h100/runs.jsonl",
+    "bench/estimator/h100/llama1b.jsonl",
+    "bench/estimator/h100/gpt2xl_pruned.jsonl",
 ]
 EXHAUSTIVE, PRUNED = FILES[0], FILES[4]
 

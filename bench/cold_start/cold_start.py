@@ -3,7 +3,7 @@
 dsx --help / config / validate / schema must not import torch or deepspeed. Each command runs N times in a
 fresh process; we report the median wall time and the ratio to importing deepspeed, measured in the same run.
 
-    python bench/cold_start.py [--runs 10] [--out bench/results/cold_start]
+    python bench/cold_start/cold_start.py [--runs 10] [--out bench/cold_start/cold_start]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repo root (this is bench/cold_start/cold_start.py)
 
 
 # Python's default: bytecode is cached in __pycache__. Some sandboxes set PYTHONDONTWRITEBYTECODE=1, which
@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--baseline-runs", type=int, default=5)
-    parser.add_argument("--out", default=str(ROOT / "bench/results/cold_start"))
+    parser.add_argument("--out", default=str(ROOT / "bench/cold_start/cold_start"))
     args = parser.parse_args()
 
     dsx = shutil.which("dsx") or str(Path(sys.executable).parent / "dsx")
@@ -71,7 +71,7 @@ def main() -> None:
         "cpus": __import__("os").cpu_count(),
         "load_average_1min_at_start": round(__import__("os").getloadavg()[0], 2),
         "versions": {p: metadata.version(p) for p in ("dsx", "deepspeed", "torch", "pydantic", "click", "rich")},
-        "command": "python bench/cold_start.py " + " ".join(sys.argv[1:]),
+        "command": "python bench/cold_start/cold_start.py " + " ".join(sys.argv[1:]),
         "baseline": {"command": 'python -c "import deepspeed"', "runs": args.baseline_runs,
                      "median_s": round(base_median, 4)},
         "rows": rows,

@@ -1,6 +1,6 @@
-"""Tables for bench/results/issue3/README.md, computed from the committed rows (no hand-copied figures).
+"""Tables for bench/mfu/README.md, computed from the committed rows (no hand-copied figures).
 
-    python bench/issue3_summary.py bench/results/issue3/h100 [bench/results/issue3/h100_tuned]
+    python bench/mfu/summary.py bench/mfu/h100 [bench/mfu/h100_tuned]
 
 The second folder holds parts 4-7 (the tuned runs): runs_part*.jsonl, baseline.jsonl, profile_*.jsonl.
 """
@@ -93,8 +93,8 @@ def tuned(folder: Path) -> list[str]:
 
     profiles = [row for p in sorted(folder.glob("profile_*.jsonl")) for row in rows(p)]  # not superseded_*
     columns = ("matmul", "attention", "compiled (triton)", "copy/fill", "optimizer")
-    out += ["", "### Where the step goes (bench/step_profile.py: phases timed between synchronisations; kernel "
-            "time per step from torch.profiler)", "",
+    out += ["", "### Where the step goes (bench/tools/step_profile.py: phases timed between synchronisations; "
+            "kernel time per step from torch.profiler)", "",
             "| model, micro-batch | setup | step ms | forward | backward | optimizer step | "
             + " | ".join(f"{c} kernels" for c in columns) + " | other kernels | GPU idle | kernels per step |",
             "|" + "---|" * (9 + len(columns))]

@@ -1,0 +1,125 @@
+"""Derive the estimator's calibrated constants from committed result rows: what dsx/calibration.py ships.
+
+dsx ships the constants as literal numbers (dsx.calibration.GPUS) and reads no result file at run time; this is the
+code that computed them. Run it from the repository root to print them, with the run_ids of the rows they came
+from, and whether they equal what dsx ships:
+
+    python bench/estimator/calibrate.py [--rows FILE] [--headroom-rows FILE]
+
+tests/test_calibration.py imports it and checks the shipped literals against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import fields, replace
+from pathlib import Path
+
+from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, GPUS, HEADROOM_FILE, HEADROOM_STEP, GpuKind)
+from dsx.estimate import EstimateError, compute_flops, estimate, setup_of_row
+from dsx.gpus import peak_tflops
+from dsx.models import count_params
+from dsx.results import read_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CALIBRATED = ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
+              "cpu_step_s_per_param", "zero3_s_per_param_pass", "host_process_bytes", "host_bytes_per_param")
+"""The GpuKind fields `calibrate` sets (allocator_headroom_bytes comes from `calibrate_headroom`)."""
+
+
+def calibration_rows(rows: list[dict]) -> dict[str, dict]:
+    """The CALIBRATION_ROWS of one results file, by role: the first ok row of each (sweep label, micro-batch)."""
+
+    def pick(label: str, micro_batch: int) -> dict:
+        for row in rows:
+            if (row.get("sweep") or {}).get("label") == label and row["micro_batch"] == micro_batch \
+                    and row["status"] == "ok":
+                return row
+        raise EstimateError(f"calibration row '{label}' at micro-batch {micro_batch} is missing")
+
+    return {role: pick(*spec) for role, spec in CALIBRATION_ROWS.items()}
+
+
+def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
+    """The constants of a GpuKind from the CALIBRATION_ROWS of one results file (one model, one GPU)."""
+    chosen = calibration_rows(rows)
+    memory = [r["memory"]["max"] for r in chosen.values()]
+    context = int(statistics.median(m["nvml_used"] - m["peak_reserved"] for m in memory))
+    fragmentation = statistics.median(m["peak_reserved"] / m["peak_allocated"] for m in memory)
+    t = {role: r["figures"]["step_time_s"]["median"] for role, r in chosen.items()}
+    setup = setup_of_row(chosen["ckpt_a"], GpuKind(key, name, 0, 0, 1.0, 1.0, 0.0, {}, 0.0, {}, {}, ""))
+    n = count_params(setup.resolved)
+    a, b = chosen["ckpt_a"]["micro_batch"], chosen["ckpt_b"]["micro_batch"]
+    per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
+    fixed = t["ckpt_a"] - a * per_sample
+    peak = (peak_tflops(name, "bf16") or 0.0) * 1e12
+    if not peak:
+        raise EstimateError(f"no bf16 peak FLOP/s known for {name}")
+    achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * per_sample)
+    base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved)  # micro-batch 8, no checkpointing
+    zero3 = (t["zero3"] - base) / (2 * n)
+    rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
+    return GpuKind(
+        key=key, name=name, total_bytes=chosen["base"]["memory"]["capacity"], context_bytes=context,
+        fragmentation=round(fragmentation, 3), achieved_fraction=round(achieved, 4),
+        fixed_s_per_param=float(f"{fixed / n:.3g}"),
+        cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
+            (1, (t["offload"] - base) / n), (2, (t["offload"] - base) / n),
+            (3, (t["zero3_offload"] - base - zero3 * 2 * n) / n))},
+        zero3_s_per_param_pass=float(f"{zero3:.3g}"),
+        host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
+        host_bytes_per_param={1: round((rss["offload"] - rss["base"]) / n, 2),
+                              2: round((rss["offload"] - rss["base"]) / n, 2),
+                              3: round((rss["zero3_offload"] - rss["zero3"]) / n, 2)},
+        source="",
+    )
+
+
+def calibrate_headroom(rows: list[dict], kind: GpuKind) -> int:
+    """The allocator headroom of `kind`: the largest free memory (capacity - predicted allocated - context) an
+    out-of-memory trial of `rows` still had, rounded up to HEADROOM_STEP (256 MiB); 0 when every OOM was predicted."""
+    without = replace(kind, allocator_headroom_bytes=0)
+    shortfall = 0
+    for row in rows:
+        if row["status"] == "oom":
+            predicted = estimate(setup_of_row(row, without), search_max=False)
+            shortfall = max(shortfall, predicted.capacity - predicted.peak_allocated - kind.context_bytes)
+    return -(-shortfall // HEADROOM_STEP) * HEADROOM_STEP
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
+    parser.add_argument("--rows", type=Path, default=ROOT / CALIBRATION_FILE,
+                        help=f"results file holding the calibration rows (default {CALIBRATION_FILE})")
+    parser.add_argument("--headroom-rows", type=Path, default=ROOT / HEADROOM_FILE,
+                        help=f"results file of boundary trials for the allocator headroom (default {HEADROOM_FILE})")
+    args = parser.parse_args(argv)
+    shipped = GPUS[args.kind]
+    rows = list(read_rows(args.rows))
+    computed = calibrate(rows, shipped.key, shipped.name)
+    computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(list(read_rows(args.headroom_rows)),
+                                                                             computed))
+    print(f"# {shipped.key}: from {args.rows} and {args.headroom_rows}")
+    print("CALIBRATION_RUN_IDS = {")
+    for role, row in calibration_rows(rows).items():
+        print(f"    {role!r}: {row['run_id']!r},  # {row['sweep']['label']}, micro-batch {row['micro_batch']}")
+    print("}")
+    print(f"HEADROOM_RUN_IDS = {sorted(r['run_id'] for r in read_rows(args.headroom_rows))!r}")
+    differ = []
+    for field in fields(GpuKind):
+        if field.name in (*CALIBRATED, "allocator_headroom_bytes"):
+            value = getattr(computed, field.name)
+            same = value == getattr(shipped, field.name)
+            differ += [] if same else [field.name]
+            print(f"{field.name}={value!r},{'' if same else f'  # dsx ships {getattr(shipped, field.name)!r}'}")
+    print(f"# {'equal to' if not differ else 'differs from'} dsx.calibration.GPUS[{shipped.key!r}]"
+          + (f": {', '.join(differ)}" if differ else ""))
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

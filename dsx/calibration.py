@@ -1,0 +1,115 @@
+"""The estimator's calibration: the constants of each GPU kind as literal numbers, and the rows they came from.
+
+dsx ships these numbers: `dsx estimate`, the sweep's pruning and `dsx report --vs-estimate` read no file to know
+them, so an installed dsx and a source checkout give the same answers. The code that derives them from the
+committed result rows lives in the repository, not in dsx: bench/estimator/calibrate.py (run it to print them).
+tests/test_calibration.py recomputes them from the rows named here and checks they equal the literals below: a
+re-calibration that is not copied in fails.
+
+Every constant that is not DeepSpeed's layout is calibrated on the named rows; every other row is judged, never
+used to set a constant (`calibration_role` says which a row is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsx.units import MIB
+
+
+@dataclass(frozen=True)
+class GpuKind:
+    """A GPU and host kind with its calibration (bench/estimator/calibrate.py computes these from CALIBRATION_ROWS)."""
+
+    key: str
+    name: str
+    total_bytes: int
+    """Memory torch sees (torch.cuda.get_device_properties().total_memory), measured."""
+    context_bytes: int
+    """NVML used minus torch's peak reserved: CUDA context, cuBLAS/NCCL workspaces."""
+    fragmentation: float
+    """Peak reserved / peak allocated of torch's caching allocator (median)."""
+    achieved_fraction: float
+    """Model FLOP/s per micro-batch sample over the dense peak: the slope of step time in micro-batch."""
+    fixed_s_per_param: float
+    """Step time that does not grow with the micro-batch (optimizer step, clipping, bucket copies), per parameter."""
+    cpu_step_s_per_param: dict[int, float]
+    """CPU offload: seconds per parameter of DeepSpeedCPUAdam's step and the host<->GPU copies, by ZeRO stage."""
+    zero3_s_per_param_pass: float
+    """ZeRO-3's extra time per parameter per forward or backward pass (one GPU: its bookkeeping, no network)."""
+    host_process_bytes: dict[int, int]
+    """RSS of one rank without offload (torch, CUDA, transformers, DeepSpeed), by ZeRO stage (ZeRO-3 builds the
+    model under zero.Init)."""
+    host_bytes_per_param: dict[int, float]
+    """Host bytes per parameter added by optimizer CPU offload (AdamW, bf16), by ZeRO stage."""
+    source: str
+    allocator_headroom_bytes: int = 0
+    """Free memory an allocation still failed with near the boundary (the caching allocator cannot place a large
+    block in fragmented space): the largest shortfall among HEADROOM_FILE's out-of-memory trials predicted to fit."""
+
+
+# --- NVIDIA H100 80GB HBM3 (SXM5, 16 host cores) --------------------------------------------------------------
+# Measured 2026-11-23 with torch 2.11.0+cu130, DeepSpeed 0.19.8, transformers 5.17.0, Python 3.12.3, dsx 0.1.0
+# (every row records its own versions). Calibrated the same day.
+
+CALIBRATION_FILE = "bench/sweep/h100/gpt2xl.jsonl"
+"""The results file (a path in the repository) the H100 constants come from: issue 4's exhaustive gpt2-xl sweep."""
+
+CALIBRATION_ROWS = {
+    "ckpt_a": ("z1 bf16 ckpt", 8), "ckpt_b": ("z1 bf16 ckpt", 32), "offload": ("z2 off=cpu bf16", 8),
+    "zero3": ("z3 bf16", 8), "zero3_offload": ("z3 off=cpu bf16", 8), "base": ("z1 bf16", 8),
+}
+"""The rows (sweep label, micro-batch; status ok) of CALIBRATION_FILE that the H100 constants come from, by the role
+each plays in the calibration. Every other row is judged, never used to set a constant."""
+
+CALIBRATION_RUN_IDS = {
+    "ckpt_a": "a7417345a8f14ec48bf554ab6c137a0a", "ckpt_b": "a6374256d0ee427e92e6e290666707ac",
+    "offload": "72d82b71ed5e43608ae0b10df4a358eb", "zero3": "c623a5a269d749428f17f7e9a085a641",
+    "zero3_offload": "49a82ba5fd6b47219fea837691adb0f1", "base": "8a28f5e311e742e89a85e67d13f0a769",
+}
+"""The run_id of each CALIBRATION_ROWS row in CALIBRATION_FILE (measured 2026-11-23 04:16-05:03 UTC)."""
+
+HEADROOM_FILE = "bench/estimator/h100/gpt2xl_pruned.jsonl"
+"""The trials the H100 allocator headroom comes from: a sweep that started each search at the predicted largest
+micro-batch, so its trials sit on the fit/OOM boundary. Its fit/OOM outcomes are calibration."""
+
+HEADROOM_RUN_IDS = frozenset({
+    "8848fcdd7bee46ac9a5d9f1e57fd3961", "81d697fbef9a48ef9d6fc9119bc6b07a", "737c549cc04b42ae938b0a0349501311",
+    "bc310e9267704ef5a56a39a6f4704cb2", "21c66cfe59ba46e2804b0a65e15fdd96", "7ae25bb8e19445c7ade01dd578a4db60",
+    "95ec2c1bd2b9460a9f8827c7d4e64be2", "acbaf3c5e1be4c928b042df4c58d1d78", "30ebe24b9c164c17a65d13bc37ab50d8",
+    "f7fec59ef9b24762b8c84db16aa47714",
+})
+"""The run_ids of every row of HEADROOM_FILE (measured 2026-11-23 12:49-12:58 UTC)."""
+
+HEADROOM_STEP = 256 * MIB
+"""The allocator headroom is the largest shortfall rounded up to this."""
+
+H100 = GpuKind(
+    key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
+    context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.328, fixed_s_per_param=8.95e-11,
+    cpu_step_s_per_param={1: 4.792e-10, 2: 4.792e-10, 3: 1.138e-09}, zero3_s_per_param_pass=6.91e-11,
+    host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
+    host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
+    source=f"H100 SXM5 host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-23: the CALIBRATION_ROWS of "
+           f"{CALIBRATION_FILE} (bench/estimator/calibrate.py: calibrate) and the out-of-memory trials of "
+           f"{HEADROOM_FILE} (calibrate_headroom)",
+    allocator_headroom_bytes=2_684_354_560,  # 2.5 GiB, 10 x HEADROOM_STEP
+)
+"""The H100 constants: every number but allocator_headroom_bytes from CALIBRATION_ROWS, the headroom from the
+out-of-memory trials of HEADROOM_FILE."""
+
+GPUS: dict[str, GpuKind] = {H100.key: H100}
+"""The calibrated GPU kinds, by the key `dsx estimate --gpu` and `dsx sweep --estimate-gpu` take."""
+
+
+def calibration_role(row: dict) -> str:
+    """What a result row is to the H100 calibration: 'calibration' (a CALIBRATION_ROWS configuration: it set the
+    constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
+    judged) or 'judged'."""
+    if row.get("gpu_name") == H100.name:
+        if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
+                ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
+            return "calibration"
+        if row.get("run_id") in HEADROOM_RUN_IDS:
+            return "fit calibration"
+    return "judged"

@@ -1,0 +1,112 @@
+"""The estimator's calibration ships inside dsx (dsx/calibration.py: literal numbers, the rows they came from named);
+the code that derives them is bench/estimator/calibrate.py. A dsx installed from its wheel, with no checkout
+around it, answers as the checkout does."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from conftest import ROOT
+from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_RUN_IDS, HEADROOM_FILE, HEADROOM_RUN_IDS,
+                             calibration_role)
+from dsx.results import read_rows
+
+
+def bench_calibrate():
+    spec = importlib.util.spec_from_file_location("bench_calibrate", ROOT / "bench/estimator/calibrate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_run_ids_name_the_rows_the_constants_come_from():
+    chosen = bench_calibrate().calibration_rows(list(read_rows(ROOT / CALIBRATION_FILE)))
+    assert {role: row["run_id"] for role, row in chosen.items()} == CALIBRATION_RUN_IDS
+
+
+def test_the_shipped_headroom_run_ids_are_every_trial_of_the_headroom_file():
+    assert {row["run_id"] for row in read_rows(ROOT / HEADROOM_FILE)} == HEADROOM_RUN_IDS
+
+
+def test_the_calibration_script_recomputes_exactly_what_dsx_ships(capsys):
+    assert bench_calibrate().main([]) == 0
+    assert "# equal to dsx.calibration.GPUS['h100-80gb']" in capsys.readouterr().out
+
+
+def test_calibration_roles_come_from_the_shipped_literals():
+    assert Counter(map(calibration_role, read_rows(ROOT / HEADROOM_FILE))) == {"fit calibration": 9,
+                                                                                "calibration": 1}
+    assert Counter(map(calibration_role, read_rows(ROOT / CALIBRATION_FILE)))["calibration"] == 6
+
+
+# `python -m dsx ARGS...` for each command in one process (one torch import): exit code and stdout of each, and
+# the files every dsx module was imported from.
+DRIVER = r"""
+import contextlib, io, json, runpy, sys
+results = {}
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["dsx", *argv]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            runpy.run_module("dsx", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    results[" ".join(argv)] = [code, out.getvalue()]
+files = sorted({m.__file__ for name, m in sys.modules.items() if name.split(".")[0] == "dsx"
+                and getattr(m, "__file__", None)})
+print(json.dumps({"results": results, "files": files}))
+"""
+
+COMMANDS = [
+    ["estimate", "--model", "gpt2-xl", "--zero", "2", "--micro-batch", "8", "--json"],
+    ["estimate", "--model", "gpt2-xl", "--zero", "3", "--offload", "cpu", "--micro-batch", "8", "--json"],
+    ["report", str(ROOT / HEADROOM_FILE), "--vs-estimate", "--format", "markdown"],  # the roles of its rows
+]
+
+
+def _dsx(pythonpath: str, cwd) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": pythonpath}
+    done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(COMMANDS)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_estimates_as_the_checkout_does(tmp_path):
+    # the wheel is built from a copy of what it is made of (pyproject, README, the top-level packages): a build in
+    # the checkout would leave build/ there, whose stale files later builds would pack
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for package in (p for p in ROOT.iterdir() if (p / "__init__.py").is_file()):
+        shutil.copytree(package, source / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp_path / "wheels",
+                    source], check=True, capture_output=True, timeout=120)
+    (wheel,) = (tmp_path / "wheels").glob("dsx-*.whl")
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--no-compile", "--target", site, wheel],
+                   check=True, capture_output=True, timeout=120)
+    elsewhere = tmp_path / "elsewhere"  # no checkout here or above: nothing under bench/ can be read
+    elsewhere.mkdir()
+
+    installed = _dsx(str(site), elsewhere)
+    checkout = _dsx(str(ROOT), elsewhere)
+
+    assert all(f.startswith(str(site) + os.sep) for f in installed["files"]), installed["files"]
+    assert all(f.startswith(str(ROOT) + os.sep) for f in checkout["files"]), checkout["files"]
+    assert installed["results"] == checkout["results"]
+    assert all(code == 0 for code, _ in installed["results"].values()), installed["results"]
+    assert "| fit calibration |" in installed["results"][" ".join(COMMANDS[2])][1]
