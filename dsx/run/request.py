@@ -28,8 +28,10 @@ def config_flags(values: dict[str, Any]) -> dict[str, Any]:
     return {key: values.get(key) for key in CONFIG_FLAGS}
 
 
-@dataclass
-class RunRequest:
+@dataclass(kw_only=True)
+class RunRequest(NodeRequest):
+    """What `dsx run` was asked (its flags, as data); the node flags are NodeRequest's."""
+
     model: str
     overrides: dict[str, Any] = field(default_factory=dict)
     seq_len: int | None = None
@@ -63,18 +65,6 @@ class RunRequest:
     """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
     sweep: dict[str, Any] | None = None
     """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
-    hostfile: str | None = None
-    """Run over the nodes of a DeepSpeed hostfile (then `gpus` is the runner's --num_gpus: ranks per node)."""
-    launcher: str = "pdsh"
-    """DeepSpeed's multi-node launcher: pdsh | openmpi | slurm | no-ssh (one runner per node, all on this machine)."""
-    include: str | None = None
-    exclude: str | None = None
-    num_nodes: int | None = None
-    master_addr: str | None = None
-    """Default: 127.0.0.1 on one node, else the first selected host."""
-    master_port: int | None = None
-    """Default: a port free on this machine."""
-    ssh_port: int | None = None
 
     @property
     def nodes(self) -> NodeRequest:
