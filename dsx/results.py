@@ -67,6 +67,9 @@ class StepTime(_Row):
     max: float
     all: list[float]
     """One value per timed optimizer step: the slowest rank's time for that step (seconds)."""
+    spread: float | None = None
+    """(max - min) / median: how much the timed steps disagree. Two runs whose speeds differ by less than this are
+    within the noise of the measurement (rows before this field: dsx.report computes it from min, max, median)."""
 
 
 class Figures(_Row):

@@ -62,6 +62,13 @@ def fmt_tflops(v: float | None) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
+def fmt_spread(v: float | None) -> str:
+    """A run's step-time spread: '±4%', or '±0.3%' when small."""
+    if v is None:
+        return "-"
+    return f"±{v:.0%}" if v >= 0.1 else f"±{v:.1%}"
+
+
 def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1%}"
 

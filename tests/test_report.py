@@ -72,7 +72,7 @@ def test_markdown_header_is_the_seeds_columns_plus_dsx_figures():
     assert result.exit_code == 0, result.output
     assert header(result.stdout, "Runs") == (
         "| GPU | model | precision | vocab | seq | layers | hidden | ffn | embed | ZeRO | offload | ckpt | micro-batch | "
-        "memory GiB | batch/s | mem/ex MiB | ex/s | tokens/s | TFLOP/s | MFU | mem× | speed× |")
+        "memory GiB | batch/s | mem/ex MiB | ex/s | tokens/s | spread | TFLOP/s | MFU | mem× | speed× |")
 
 
 def test_row_figures_are_computed_from_the_row():
@@ -87,6 +87,8 @@ def test_row_figures_are_computed_from_the_row():
     assert cells["batch/s"] == f"{1 / row['figures']['step_time_s']['median']:.2f}" == "2.84"
     assert cells["ex/s"] == "727.6"
     assert cells["tokens/s"] == "372,520"
+    step = row["figures"]["step_time_s"]
+    assert cells["spread"] == f"±{(step['max'] - step['min']) / step['median']:.1%}" == "±5.1%"
     assert cells["TFLOP/s"] == "265"
     assert cells["MFU"] == "26.8%"
 
@@ -188,6 +190,14 @@ def test_short_gpu_names(name, short):
     assert rp.short_gpu(name) == short
 
 
+def test_terminal_table_fits_120_columns_and_says_what_it_left_out():
+    result = report(H100)
+    tables = [line for line in result.stdout.splitlines() if line.startswith("  ")]  # rich's cells, not the notes
+    assert tables and max(len(line) for line in tables) <= 120
+    assert ("Not shown for want of width: seq, batch/s, TFLOP/s, ckpt, mem/ex MiB (--format markdown has every "
+            "column).") in result.stdout
+
+
 def test_terminal_table_has_the_rows_and_no_markup_leak():
     result = report(H100)
     assert result.exit_code == 0, result.output
@@ -253,6 +263,28 @@ def test_best_writes_the_fastest_config_linted_and_prints_how_to_reproduce(tmp_p
     assert "  372,520 tokens/s, 727.6 ex/s, 265 TFLOP/s per GPU, MFU 26.8%, peak memory 70.0 GiB (peak_reserved)" \
         in result.stdout
     assert f"  reproduce: {shlex.join(best['command'])}" in result.stdout
+
+
+def test_best_names_the_rows_within_the_noise_of_the_winner(tmp_path):
+    # a2e52da9: 372,520 tokens/s, steps spread 5.1%; 25ddf07a 1.2% slower (spread 0.5%): a tie; 2695a46b 6.4%
+    # slower (spread 3.1%): not one
+    result = report(H100, "--best", "-o", tmp_path / "best.json")
+    lines = result.stdout.splitlines()
+    at = lines.index("  within the noise: 4 other row(s) are slower by less than the larger step-time spread of the "
+                     "two runs, so which is fastest is a guess (rerun them with more --steps):")
+    assert lines[at + 1:at + 5] == [
+        "    run 25ddf07a (albert-base, z1 bf16, micro-batch 192, H100): 368,157 tokens/s, 1.2% slower, spread ±5.1%",
+        "    run a28542d7 (bert-base, z1 bf16, micro-batch 192, H100): 360,018 tokens/s, 3.4% slower, spread ±6.1%",
+        "    run acd120ac (bert-base, z1 bf16, micro-batch 128, H100): 326,612 tokens/s, 12.3% slower, spread ±24%",
+        "    and 1 more",
+    ]
+    assert "2695a46b" not in result.stdout
+
+
+def test_best_alone_says_nothing_of_noise(tmp_path):
+    result = report(H100, "--best", "--where", "zero=3", "-o", tmp_path / "best.json")
+    assert result.exit_code == 0, result.output
+    assert "within the noise" not in result.stdout
 
 
 def test_best_where_restricts_the_choice(tmp_path):

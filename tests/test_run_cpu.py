@@ -122,6 +122,7 @@ def test_a_cpu_run_appends_one_complete_plausible_row(results, model, ranks, fla
     assert f.step_time_s.all == [max(r.step_time_s[i] for r in row.ranks) for i in range(STEPS)]
     assert f.step_time_s.median == statistics.median(f.step_time_s.all)
     assert 0 < f.step_time_s.min <= f.step_time_s.median <= f.step_time_s.max
+    assert f.step_time_s.spread == (f.step_time_s.max - f.step_time_s.min) / f.step_time_s.median
     tokens = micro * accum * ranks * resolved.seq_len
     assert f.tokens_per_s == pytest.approx(tokens / f.step_time_s.median, rel=1e-9)
     assert f.samples_per_s == pytest.approx(micro * accum * ranks / f.step_time_s.median, rel=1e-9)

@@ -15,6 +15,9 @@ import click
 
 from dsx.cli.options import target_option
 
+TERMINAL_WIDTH = 120
+"""The terminal table's widest: the rest of the columns are in --format markdown."""
+
 
 @click.command("report")
 @click.argument("results", nargs=-1, required=True, type=click.Path())
@@ -117,7 +120,9 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
     else:
         from rich.console import Console
 
-        console = Console(width=None if sys.stdout.isatty() else 400)  # a pipe or a file: never cut cells
+        # 120 columns at most (a pipe or a file too): columns that do not fit are dropped, with a note, and
+        # --format markdown has them all
+        console = Console(width=min(Console().width, TERMINAL_WIDTH) if sys.stdout.isatty() else TERMINAL_WIDTH)
         console.print(rp.read_from_line(loaded), style="dim", highlight=False, soft_wrap=True)
         for table in tables:
             console.print()

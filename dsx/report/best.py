@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dsx.report.facts import describe, examples_per_s, memory, memory_field, tokens_per_s
+from dsx.report.facts import describe, examples_per_s, memory, memory_field, spread, tokens_per_s, within_noise
 from dsx.report.load import ReportError
-from dsx.units import fmt_gib, fmt_num, fmt_pct, fmt_tflops
+from dsx.units import fmt_gib, fmt_num, fmt_pct, fmt_spread, fmt_tflops
+
+
+TIES_SHOWN = 3
+"""Rows within the noise of the best that --best names (the rest are counted)."""
 
 
 def best_ok(rows: list[dict]) -> dict | None:
@@ -23,6 +27,8 @@ class Best:
     """dsx.lint findings of the row's ds_config at its world size (warnings only, or it would have been refused)."""
     command: str
     """The argv that made the row, shell-quoted: run it to reproduce."""
+    ties: list[dict]
+    """Other ok rows (fastest first) whose tokens/s is within the noise of the best's: the pick among them is a guess."""
 
 
 def pick_best(rows: list[dict], target) -> Best:
@@ -44,7 +50,9 @@ def pick_best(rows: list[dict], target) -> Best:
         raise ReportError(f"the best row {row['run_id'][:8]} has a DeepSpeed config with {len(errors)} lint "
                           f"error(s) for DeepSpeed {target} at world size {row['world_size']}, not writing it: "
                           f"{details}", 1)
-    return Best(row, row["ds_config"], findings, shlex.join(row["command"]))
+    ties = sorted((r for r in rows if r is not row and r["status"] == "ok" and within_noise(row, r)),
+                  key=tokens_per_s, reverse=True)
+    return Best(row, row["ds_config"], findings, shlex.join(row["command"]), ties)
 
 
 def best_summary(best: Best) -> list[str]:
@@ -57,6 +65,16 @@ def best_summary(best: Best) -> list[str]:
          f"peak memory {fmt_gib(memory(r))} GiB ({memory_field(r)})"),
         f"  reproduce: {best.command}",
     ]
+    if best.ties:
+        lines.append(f"  within the noise: {len(best.ties)} other row(s) are slower by less than the larger step-time "
+                     f"spread of the two runs, so which is fastest is a guess (rerun them with more --steps):")
+        for tie in best.ties[:TIES_SHOWN]:
+            gap = 1 - tokens_per_s(tie) / tokens_per_s(r)
+            noise = max(spread(tie) or 0.0, spread(r) or 0.0)
+            lines.append(f"    {describe(tie)}: {fmt_num(tokens_per_s(tie), 0)} tokens/s, {gap:.1%} slower, "
+                         f"spread {fmt_spread(noise)}")
+        if len(best.ties) > TIES_SHOWN:
+            lines.append(f"    and {len(best.ties) - TIES_SHOWN} more")
     lines += ["  " + finding.render("config").replace("\n", "\n  ") for finding in best.findings]
     return lines
 

@@ -148,6 +148,25 @@ def tokens_per_s(row: dict) -> float | None:
     return row["figures"]["tokens_per_s"]
 
 
+def spread(row: dict) -> float | None:
+    """(slowest - fastest timed step) / median step of the row: its measurement noise (None without timed steps)."""
+    step = row["figures"]["step_time_s"]
+    if not step or not step["median"]:
+        return None
+    if step.get("spread") is not None:
+        return step["spread"]
+    return (step["max"] - step["min"]) / step["median"]
+
+
+def within_noise(a: dict, b: dict) -> bool:
+    """Whether two ok rows' tokens/s differ by less than the larger of their spreads: which is faster is not
+    measured, only guessed."""
+    ta, tb, noise = tokens_per_s(a), tokens_per_s(b), max(spread(a) or 0.0, spread(b) or 0.0)
+    if not ta or not tb:
+        return False
+    return abs(ta - tb) / max(ta, tb) < noise
+
+
 def device_seconds(rows: list[dict]) -> tuple[float, int]:
     """(sum of overhead.device_seconds, rows that lack it): what the rows cost in GPU-seconds (CPU-rank-seconds)."""
     known = [r["overhead"]["device_seconds"] for r in rows if r["overhead"]["device_seconds"] is not None]

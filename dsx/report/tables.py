@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from dsx.report.best import best_ok
 from dsx.report.facts import (
     STATUSES, batches_per_s, boundaries, configuration, describe, device_seconds, examples_per_s, gpu_label, group_name,
-    label, memory, memory_per_example, model_text, offload_text, search_key, short_error, tokens_per_s, zero_stage,
+    label, memory, memory_per_example, model_text, offload_text, search_key, short_error, spread, tokens_per_s,
+    zero_stage,
 )
-from dsx.units import fmt_gib, fmt_mib, fmt_num, fmt_params, fmt_pct, fmt_ratio, fmt_tflops
+from dsx.units import fmt_gib, fmt_mib, fmt_num, fmt_params, fmt_pct, fmt_ratio, fmt_spread, fmt_tflops
 
 
 @dataclass
@@ -44,7 +45,7 @@ def _ratio(value: float | None, base: float | None) -> float | None:
 
 
 RUN_COLUMNS = ["GPU", "model", "precision", "vocab", "seq", "layers", "hidden", "ffn", "embed", "ZeRO", "offload",
-               "ckpt", "micro-batch", "memory GiB", "batch/s", "mem/ex MiB", "ex/s", "tokens/s", "TFLOP/s", "MFU",
+               "ckpt", "micro-batch", "memory GiB", "batch/s", "mem/ex MiB", "ex/s", "tokens/s", "spread", "TFLOP/s", "MFU",
                "mem×", "speed×"]
 
 
@@ -84,7 +85,8 @@ def runs_table(rows: list[dict], *, every: list[dict] | None = None, baseline: d
                 _dim(r, "layers"), _dim(r, "hidden"), _dim(r, "ffn"), _dim(r, "embedding"), str(zero_stage(r)),
                 offload_text(r), "yes" if r["toggles"]["act_ckpt"] else "no", mb, fmt_gib(memory(r)),
                 fmt_num(batches_per_s(r), 2), fmt_mib(memory_per_example(r)), fmt_num(examples_per_s(r)),
-                fmt_num(tokens_per_s(r), 0), fmt_tflops(f["model_tflops_per_s"]), fmt_pct(f["mfu"]),
+                fmt_num(tokens_per_s(r), 0), fmt_spread(spread(r)), fmt_tflops(f["model_tflops_per_s"]),
+                fmt_pct(f["mfu"]),
                 fmt_ratio(_ratio(memory_per_example(r), base_mem)), fmt_ratio(_ratio(examples_per_s(r), base_speed)),
             ]
             if show_status:
@@ -92,7 +94,8 @@ def runs_table(rows: list[dict], *, every: list[dict] | None = None, baseline: d
             table.rows.append(cells)
     table.legend = memory_legend(rows)
     table.legend.append("mem/ex: memory / (micro-batch x grad-accum), per rank; batch/s: 1 / median step time; ex/s, "
-                        "tokens/s: all ranks; TFLOP/s: model FLOPs per GPU; MFU: of the GPU's dense peak.")
+                        "tokens/s: all ranks; spread: (slowest - fastest timed step) / median step, the run's noise (speeds closer "
+                        "than it are a tie); TFLOP/s: model FLOPs per GPU; MFU: of the GPU's dense peak.")
     if baseline:
         table.legend.append(f"mem× and speed×: mem/ex and ex/s relative to {describe(baseline)}.")
     if marked:

@@ -90,7 +90,8 @@ def figures_of(prepared: Prepared, ranks: list[RankReport | None], status: str, 
     if status == "ok" and len(steps_by_rank) == world and all(len(s) == request.steps for s in steps_by_rank):
         per_step = [max(s[i] for s in steps_by_rank) for i in range(request.steps)]
         median = statistics.median(per_step)
-        figures.step_time_s = StepTime(median=median, min=min(per_step), max=max(per_step), all=per_step)
+        figures.step_time_s = StepTime(median=median, min=min(per_step), max=max(per_step), all=per_step,
+                                       spread=(max(per_step) - min(per_step)) / median)
         samples = prepared.micro_batch * prepared.grad_accum * world
         figures.samples_per_s = samples / median
         figures.tokens_per_s = samples * resolved.seq_len / median
