@@ -7,7 +7,9 @@ this module to pin what DeepSpeed itself does with a config, and to check that c
 Versions:
   "0.19.8"  the project venv's deepspeed (the interpreter running the tests, with PYTHONPATH cleared).
   "0.18.9"  the same interpreter with PYTHONPATH set to the directory in env var DSX_DEEPSPEED_0189, falling back to
-            /tmp/ds0189 (DeepSpeed 0.18.9 installed there with `pip install --no-deps --target`).
+            .cache/deepspeed-0.18.9 (DeepSpeed 0.18.9 installed there with `pip install --no-deps --target`). A test
+            that needs it takes the `legacy_deepspeed` fixture (tests/conftest.py), which installs it on first use;
+            `require(version)` skips a test whose version cannot run here (fails it under CI for 0.18.9).
 
 Importing deepspeed takes seconds, so one subprocess checks a whole list: use `deepspeed_check_many` (or
 `deepspeed_probe_many`) for batches; `deepspeed_accepts` is the one-config convenience.
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 VERSIONS = ("0.19.8", "0.18.9")
-DEFAULT_DS0189_DIR = "/tmp/ds0189"
+DEFAULT_DS0189_DIR = Path(__file__).resolve().parent.parent / ".cache" / "deepspeed-0.18.9"  # where conftest installs it
 ENV_DS0189 = "DSX_DEEPSPEED_0189"
 
 ConfigLike = Union[dict, str, os.PathLike]
@@ -161,7 +163,7 @@ with open(out_path, "w") as f:
 
 
 def ds0189_dir() -> Path:
-    """Where DeepSpeed 0.18.9 lives (env DSX_DEEPSPEED_0189, else /tmp/ds0189)."""
+    """Where DeepSpeed 0.18.9 lives (env DSX_DEEPSPEED_0189, else .cache/deepspeed-0.18.9)."""
     return Path(os.environ.get(ENV_DS0189) or DEFAULT_DS0189_DIR)
 
 
@@ -184,6 +186,19 @@ def unavailable_reason(version: str) -> str | None:
     if installed.split("+")[0] != version:
         return f"the environment has DeepSpeed {installed}, not {version}"
     return None
+
+
+def require(version: str) -> None:
+    """Skip the calling test (pytest.skip) when `version` cannot run here. Under CI (env CI set) a missing 0.18.9
+    fails it instead: CI installs it (the `legacy_deepspeed` fixture) and must run those tests."""
+    import pytest
+
+    reason = unavailable_reason(version)
+    if reason is None:
+        return
+    if version == "0.18.9" and os.environ.get("CI"):
+        pytest.fail(f"CI must run the DeepSpeed 0.18.9 tests: {reason}")
+    pytest.skip(reason)
 
 
 def _child_env(version: str) -> dict:

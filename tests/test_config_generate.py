@@ -180,7 +180,7 @@ def test_deepspeed_0_19_accepts_the_pipeline_preset_at_its_world_size():
 
 
 @pytest.mark.deepspeed
-def test_deepspeed_0_18_accepts_every_legacy_config_dsx_generates():
+def test_deepspeed_0_18_accepts_every_legacy_config_dsx_generates(legacy_deepspeed):
     configs = [generate(r, OLD) for r in MATRIX[::3]]
     configs += [preset_config(n) for n in PRESETS if preset_target(n) == OLD]
     configs += [generate(ConfigRequest(zero=0, precision="fp16", onebit=k), OLD) for k in ("adam", "zero-one-adam",

@@ -19,24 +19,55 @@ NAMES = ["python", "torch", "CUDA", "nvcc", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST",
 
 @pytest.mark.deepspeed
 def test_doctor_checks_everything_and_exits_0_with_warnings():
+    import torch
+
     env = {**os.environ, "TORCH_CUDA_ARCH_LIST": "9.0a"}
     out = subprocess.run([sys.executable, "-m", "dsx", "doctor", "--json"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     checks = {c["name"]: c for c in json.loads(out.stdout)}
-    assert list(checks) == NAMES
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    # with a GPU, pynvml is checked after the ops
+    assert list(checks) == (NAMES[:-3] + ["pynvml"] + NAMES[-3:] if gpus else NAMES)
     assert all(c["level"] in ("OK", "INFO", "WARN") for c in checks.values())
     assert all(c["fix"] for c in checks.values() if c["level"] == "WARN")
-    assert checks["DeepSpeed"]["level"] == "OK" and "accelerator cpu" in checks["DeepSpeed"]["detail"]
-    assert checks["CUDA"]["level"] == "INFO"  # this machine has no GPU
+    assert checks["DeepSpeed"]["level"] == "OK"
+    assert f"accelerator {'cuda' if gpus else 'cpu'}" in checks["DeepSpeed"]["detail"]
+    # the CUDA line says what torch.cuda says on this machine
+    cuda = checks["CUDA"]
+    if gpus:
+        assert cuda["level"] == "OK" and cuda["detail"].startswith(f"available, {gpus} GPU(s): 0: ")
+    elif torch.version.cuda:
+        assert cuda["level"] == "WARN" and cuda["detail"].startswith("torch is a CUDA build but no GPU is usable")
+    else:
+        assert (cuda["level"], cuda["detail"]) == ("INFO", "no GPU (CPU-only torch): dsx run uses CPU ranks with gloo")
     arch = checks["TORCH_CUDA_ARCH_LIST"]
-    assert "'9.0a' cannot be parsed by DeepSpeed's CUDA op builder" in arch["detail"]
-    assert arch["fix"] == "on a GPU machine: export TORCH_CUDA_ARCH_LIST='9.0' (dsx run does that for its ranks)"
-    # what this machine lacks is named as such
-    if ctypes.util.find_library("aio") is None:
+    if gpus:
+        assert arch["level"] == "WARN" and "'9.0a': DeepSpeed's op builder calls int()" in arch["detail"]
+        derived = ";".join(f"{ma}.{mi}" for ma, mi in sorted({torch.cuda.get_device_capability(i)
+                                                               for i in range(gpus)}))
+        assert arch["fix"] == (f"dsx run already gives its ranks TORCH_CUDA_ARCH_LIST={derived!r}; for your own "
+                               f"launches: export TORCH_CUDA_ARCH_LIST={derived!r}")
+    else:
+        assert arch["level"] == "INFO"
+        assert "'9.0a' cannot be parsed by DeepSpeed's CUDA op builder" in arch["detail"]
+        assert arch["fix"] == "on a GPU machine: export TORCH_CUDA_ARCH_LIST='9.0' (dsx run does that for its ranks)"
+    # what this machine has is found, what it lacks is named as such with its fix
+    lib = ctypes.util.find_library("aio")
+    header = any(Path(d, "libaio.h").exists() for d in ("/usr/include", "/usr/local/include"))
+    if lib and header:
+        assert checks["libaio"]["level"] == "OK" and checks["libaio"]["fix"] is None
+        assert checks["libaio"]["detail"] == f"{lib} and libaio.h (NVMe offload / async_io can build)"
+    else:
         assert checks["libaio"]["level"] == "WARN" and "libaio-dev" in checks["libaio"]["fix"]
+        assert checks["libaio"]["detail"].startswith("missing ")
+        assert ("libaio.h" in checks["libaio"]["detail"]) == (not header)
+    if lib is None:
         assert checks["op async_io"]["level"] == "WARN"
-    if shutil.which("pdsh") is None:
+    pdsh = shutil.which("pdsh")
+    if pdsh:
+        assert (checks["pdsh"]["level"], checks["pdsh"]["detail"], checks["pdsh"]["fix"]) == ("OK", pdsh, None)
+    else:
         assert checks["pdsh"]["level"] == "WARN" and "apt-get install pdsh" in checks["pdsh"]["fix"]
 
 

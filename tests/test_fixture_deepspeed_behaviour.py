@@ -34,6 +34,7 @@ from deepspeed_parser import (  # noqa: E402
     VERSIONS,
     deepspeed_probe_many,
     outcome,
+    require,
     unavailable_reason,
 )
 
@@ -406,11 +407,15 @@ def _jobs() -> list[tuple[str, object, int]]:
     return jobs
 
 
+def _needs(request, *versions: str) -> None:
+    """Take the legacy_deepspeed fixture (DeepSpeed 0.18.9, installed on first use) when 0.18.9 is among `versions`."""
+    if "0.18.9" in versions:
+        request.getfixturevalue("legacy_deepspeed")
+
+
 @lru_cache(maxsize=None)
 def _results(version: str) -> dict[str, dict]:
-    reason = unavailable_reason(version)
-    if reason:
-        pytest.skip(f"DeepSpeed {version} unavailable: {reason}")
+    require(version)
     jobs = _jobs()
     # de-duplicate keys (EXTRA runs may be listed for both versions)
     unique = {}
@@ -459,7 +464,8 @@ def test_targets_and_fillers_are_sane():
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 @pytest.mark.parametrize("version", VERSIONS)
-def test_deepspeed_outcome_is_pinned(name, version):
+def test_deepspeed_outcome_is_pinned(request, name, version):
+    _needs(request, version)
     got = _outcome(_results(version)[_main_key(name)])
     r = _results(version)[_main_key(name)]
     assert got == FIXTURES[name].expected[version], f"{name} on {version}: {r['exception']}: {r['message']}"
@@ -468,8 +474,9 @@ def test_deepspeed_outcome_is_pinned(name, version):
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("name", sorted(n for n, fx in FIXTURES.items() if fx.filler))
 @pytest.mark.parametrize("version", VERSIONS)
-def test_raw_auto_config_outcome(name, version):
+def test_raw_auto_config_outcome(request, name, version):
     """The HF templates handed straight to DeepSpeed (no Trainer/accelerate in between)."""
+    _needs(request, version)
     r = _results(version)[f"raw:{name}"]
     assert _outcome(r) == FIXTURES[name].raw_expected[version], f"{r['exception']}: {r['message']}"
 
@@ -490,7 +497,8 @@ def test_target_version_outcome_matches_manifest_intent(name):
 
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("name", sorted(MALFORMED))
-def test_malformed_fixture_rejected_by_json_and_by_deepspeed_loader(name):
+def test_malformed_fixture_rejected_by_json_and_by_deepspeed_loader(request, name):
+    _needs(request, *VERSIONS)
     text = (FIXTURE_DIR / f"{name}.json").read_text()
     with pytest.raises(json.JSONDecodeError):
         json.loads(text)
@@ -505,8 +513,9 @@ def test_malformed_fixture_rejected_by_json_and_by_deepspeed_loader(name):
 
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("run", sorted(EXTRA_WORLD_SIZE_RUNS), ids=lambda r: f"{r[0]}-ws{r[1]}-{r[2]}")
-def test_world_size_dependent_outcomes(run):
+def test_world_size_dependent_outcomes(request, run):
     name, ws, version = run
+    _needs(request, version)
     r = _results(version)[f"ws{ws}:{name}"]
     assert _outcome(r) == EXTRA_WORLD_SIZE_RUNS[run], f"{r['exception']}: {r['message']}"
 
@@ -514,7 +523,8 @@ def test_world_size_dependent_outcomes(run):
 @pytest.mark.deepspeed
 @pytest.mark.parametrize(
     "name,version", sorted((n, v) for n, per in SILENT_EFFECTS.items() for v in per))
-def test_silent_effect_of_accepted_config(name, version):
+def test_silent_effect_of_accepted_config(request, name, version):
+    _needs(request, version)
     r = _results(version)[_main_key(name)]
     assert r["accepted"], f"{name} was rejected by {version}: {r['exception']}: {r['message']}"
     want = SILENT_EFFECTS[name][version]

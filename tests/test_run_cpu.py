@@ -152,7 +152,21 @@ def test_a_cpu_run_appends_one_complete_plausible_row(results, model, ranks, fla
     o = row.overhead
     for name in ("dsx_startup_s", "prepare_s", "launch_to_rank_start_s", "rank_import_s", "dist_init_s",
                  "model_build_s", "ds_initialize_s", "warmup_s", "timed_s", "teardown_s", "total_s", "added_s"):
-        assert getattr(o, name) is not None and getattr(o, name) >= 0, name
+        assert getattr(o, name) is not None and 0 < getattr(o, name) <= o.total_s, name
+    # the rank-side parts are the slowest rank's spans between its phases
+    slowest = {key: max(r.timings_s[key] for r in row.ranks) for key in row.ranks[0].timings_s}
+    assert (o.rank_import_s, o.dist_init_s, o.ds_initialize_s) == pytest.approx(
+        (slowest["imported_s"], slowest["distributed_s"], slowest["initialized_s"]), rel=1e-9)
+    if "--flop-check" in flags:  # rank 0's model_built_s includes the flop check, model_build_s leaves it out
+        assert o.model_build_s < slowest["model_built_s"]
+    else:
+        assert o.model_build_s == pytest.approx(slowest["model_built_s"], rel=1e-9)
+    # dsx's own parts follow one another inside total_s: startup, prepare, launch ... last rank's end, teardown
+    one_after_another = o.dsx_startup_s + o.prepare_s + o.launch_to_rank_start_s + o.teardown_s
+    if ranks == 1:  # and so do the one rank's phases in between
+        one_after_another += (o.rank_import_s + o.dist_init_s + (o.flop_check_s or 0.0) + o.model_build_s
+                              + o.ds_initialize_s + o.warmup_s + o.timed_s)
+    assert one_after_another <= o.total_s
     assert o.timed_s == pytest.approx(max(sum(r.step_time_s) for r in row.ranks))
     assert o.total_s == pytest.approx(o.added_s + o.warmup_s + o.timed_s)
     assert o.total_s > o.prepare_s + o.launch_to_rank_start_s + o.rank_import_s + o.ds_initialize_s

@@ -119,4 +119,5 @@ def test_end_profile_step_before_start_is_rejected():
 
 
 def test_profile_window_is_not_checked_when_disabled():
-    AutotuningConfig(enabled=False, end_profile_step=2)
+    config = AutotuningConfig(enabled=False, end_profile_step=2)
+    assert config.model_dump(exclude_unset=True) == {"enabled": False, "end_profile_step": 2}

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from dsx.schema.bf16 import BF16Config
 from dsx.schema.docs import field_docstring
-from tests.deepspeed_parser import deepspeed_check_many, deepspeed_probe_many, unavailable_reason
+from tests.deepspeed_parser import deepspeed_check_many, deepspeed_probe_many, require
 
 # Default changed false (0.18.9) -> true (0.19.8): dsx uses None and always writes it.
 VERSION_DEPENDENT_DEFAULTS = {"check_grad_overflow"}
@@ -28,16 +28,10 @@ def test_field_names_aliases_and_defaults_match_deepspeed():
     assert _fields(BF16Config, VERSION_DEPENDENT_DEFAULTS) == _fields(DeepSpeedBF16Config, VERSION_DEPENDENT_DEFAULTS)
 
 
-def _skip_unless(*versions):
-    for version in versions:
-        reason = unavailable_reason(version)
-        if reason:
-            pytest.skip(reason)
-
-
 @pytest.mark.deepspeed
-def test_check_grad_overflow_default_changed_between_0_18_9_and_0_19_8():
-    _skip_unless("0.18.9", "0.19.8")
+def test_check_grad_overflow_default_changed_between_0_18_9_and_0_19_8(legacy_deepspeed):
+    require("0.18.9")
+    require("0.19.8")
     config = {"train_batch_size": 1, "bf16": {"enabled": True}}
     old = deepspeed_probe_many([config], "0.18.9")[0]["probe"]["bf16_check_grad_overflow"]
     new = deepspeed_probe_many([config], "0.19.8")[0]["probe"]["bf16_check_grad_overflow"]
@@ -73,7 +67,7 @@ def test_optimizer_states_need_master_weights_and_grads():
 
 @pytest.mark.deepspeed
 def test_deepspeed_asserts_the_same_rule():
-    _skip_unless("0.19.8")
+    require("0.19.8")
     config = {"train_batch_size": 1, "zero_optimization": {"stage": 2},
               "bf16": {"enabled": True, "bf16_optimizer_states": True}}
     [(accepted, detail)] = deepspeed_check_many([config], "0.19.8")

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from dsx.schema.compile import PASS_ADDED_IN, CompileConfig, PassName
-from tests.deepspeed_parser import deepspeed_check_many, unavailable_reason
+from tests.deepspeed_parser import deepspeed_check_many, require
 
 ADDED_IN_0_19 = {"autoep_non_moe", "offload_activation_pin_memory"}
 
@@ -28,11 +28,9 @@ def _gate(name):
 
 
 @pytest.fixture(scope="module")
-def checked_by_0189():
+def checked_by_0189(legacy_deepspeed):
     """DeepSpeed 0.18.9's verdict on each 0.19 addition: the two new keys and each pass name."""
-    reason = unavailable_reason("0.18.9")
-    if reason:
-        pytest.skip(reason)
+    require("0.18.9")
     blocks = [{"autoep_non_moe": False}, {"offload_activation_pin_memory": True}]
     blocks += [{"passes": [name]} for name in typing.get_args(PassName)]
     results = deepspeed_check_many([{"train_batch_size": 1, "compile": b} for b in blocks], "0.18.9")

@@ -149,9 +149,9 @@ def test_random_ltd_layer_token_lr_schedule_is_rejected():
 
 
 def test_disabled_features_need_nothing():
-    DataEfficiencyConfig(data_sampling={"curriculum_learning": {"enabled": False},
-                                        "dynamic_batching": {"enabled": False}},
-                         data_routing={"random_ltd": {"enabled": False}})
+    given = {"data_sampling": {"curriculum_learning": {"enabled": False}, "dynamic_batching": {"enabled": False}},
+             "data_routing": {"random_ltd": {"enabled": False}}}
+    assert DataEfficiencyConfig(**given).model_dump(exclude_unset=True) == given
 
 
 # --- keys and types

@@ -129,7 +129,8 @@ def test_explicit_null_expert_w3_reaches_deepspeed_as_null(autoep):
 
 
 def test_load_balance_coeff_null_is_accepted():
-    ExpertParallelConfig(load_balance_coeff=None)
+    config = ExpertParallelConfig(load_balance_coeff=None)
+    assert config.model_dump(exclude_unset=True) == {"load_balance_coeff": None}
 
 
 def test_load_balance_coeff_value_is_rejected_even_when_disabled():
@@ -204,4 +205,5 @@ def test_fused_weighted_sum_with_pre_scores_is_rejected():
 
 
 def test_combinations_are_not_checked_when_disabled():
-    ExpertParallelConfig(enabled=False, gate_up_impl="fused", use_grouped_mm=False, comm_backend="deepep")
+    given = {"enabled": False, "gate_up_impl": "fused", "use_grouped_mm": False, "comm_backend": "deepep"}
+    assert ExpertParallelConfig(**given).model_dump(exclude_unset=True) == given

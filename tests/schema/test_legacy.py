@@ -27,9 +27,7 @@ from dsx.schema.legacy import (
     ProgressiveLayerDropConfig,
     QuantizeTrainingConfig,
 )
-
-DS0189_ENV = "DSX_DEEPSPEED_0189"
-DS0189_FALLBACK = "/tmp/ds0189"
+from tests.deepspeed_parser import require
 
 # One instance of every legacy model with every field set (mostly to non-default values), all valid together.
 # Elasticity keeps num_gpus_per_node / model_parallel_size at 1: DeepSpeedConfig runs it with world size 1.
@@ -138,16 +136,10 @@ json.dump(out, open(sys.argv[2], "w"))
 '''
 
 
-def _ds0189_dir() -> Path:
-    return Path(os.environ.get(DS0189_ENV) or DS0189_FALLBACK)
-
-
-def _run_0189(configs: list[dict]) -> dict:
-    """DeepSpeedConfig(c) of DeepSpeed 0.18.9 for each config, in one subprocess (PYTHONPATH = the side install)."""
-    target = _ds0189_dir()
-    if not (target / "deepspeed" / "__init__.py").is_file():
-        pytest.skip(f"DeepSpeed 0.18.9 not found under {target} (set {DS0189_ENV} to a directory made with "
-                    f"`pip install --no-deps --target DIR deepspeed==0.18.9`)")
+def _run_0189(target: Path, configs: list[dict]) -> dict:
+    """DeepSpeedConfig(c) of DeepSpeed 0.18.9 (installed in `target`) for each config, in one subprocess
+    (PYTHONPATH = the side install)."""
+    require("0.18.9")
     env = dict(os.environ, PYTHONPATH=str(target))
     with tempfile.TemporaryDirectory(prefix="dsx_legacy_") as tmp:
         in_path, out_path = Path(tmp) / "in.json", Path(tmp) / "out.json"
@@ -178,10 +170,10 @@ PROBES = {
 
 
 @pytest.fixture(scope="module")
-def ds0189():
+def ds0189(legacy_deepspeed):
     """{"constants": ..., "full": {section: result}, "probes": {name: result}} from DeepSpeed 0.18.9."""
     full = {key: ({} if key == "elasticity" else {"train_batch_size": 1}) | {key: _block(key)} for key in FULL}
-    data = _run_0189(list(full.values()) + list(PROBES.values()))
+    data = _run_0189(legacy_deepspeed, list(full.values()) + list(PROBES.values()))
     results = data["results"]
     return {"constants": data["constants"], "full": dict(zip(full, results[: len(full)])),
             "probes": dict(zip(PROBES, results[len(full):]))}
@@ -381,7 +373,8 @@ def test_elasticity_unknown_version_is_rejected():
 
 
 def test_elasticity_checks_only_when_enabled():
-    ElasticityConfig(enabled=False, min_gpus=8, max_gpus=4)
+    config = ElasticityConfig(enabled=False, min_gpus=8, max_gpus=4)
+    assert config.model_dump(exclude_unset=True) == {"enabled": False, "min_gpus": 8, "max_gpus": 4}
 
 
 def test_pld_needs_theta_and_gamma_when_enabled():
@@ -419,8 +412,9 @@ def test_curriculum_fixed_discrete_lengths():
 
 
 def test_curriculum_custom_schedule_needs_no_config():
-    CurriculumLearningLegacyConfig(enabled=True, curriculum_type="seqlen", min_difficulty=8, max_difficulty=64,
-                                   schedule_type="custom")
+    given = {"enabled": True, "curriculum_type": "seqlen", "min_difficulty": 8, "max_difficulty": 64,
+             "schedule_type": "custom"}
+    assert CurriculumLearningLegacyConfig(**given).model_dump(exclude_unset=True) == given
 
 
 def test_full_models_round_trip():

@@ -46,7 +46,7 @@ from dsx.schema.optimizer import (
     optimizer_backend,
     optimizer_kind,
 )
-from tests.deepspeed_parser import ds0189_dir
+from tests.deepspeed_parser import require
 
 ADAPTER = TypeAdapter(OptimizerConfig)
 
@@ -557,11 +557,9 @@ def test_muon_ns_methods_match_deepspeed():
     assert set(MuonParams.model_fields["ns_method"].annotation.__args__) == NS_METHODS
 
 
-def _ds0189_source(relative: str) -> str:
-    path = ds0189_dir() / "deepspeed" / relative
-    if not path.is_file():
-        pytest.skip(f"DeepSpeed 0.18.9 source not found at {path}")
-    return path.read_text()
+def _ds0189_source(legacy_deepspeed: Path, relative: str) -> str:
+    require("0.18.9")
+    return (legacy_deepspeed / "deepspeed" / relative).read_text()
 
 
 def _constructor_defaults(source: str, class_name: str) -> dict:
@@ -581,8 +579,9 @@ def _constructor_defaults(source: str, class_name: str) -> dict:
         ("runtime/fp16/onebit/lamb.py", "OnebitLamb", OneBitLambParams),
     ],
 )
-def test_onebit_params_are_the_0_18_9_constructor_arguments_with_their_defaults(relative, class_name, model):
-    defaults = _constructor_defaults(_ds0189_source(relative), class_name)
+def test_onebit_params_are_the_0_18_9_constructor_arguments_with_their_defaults(legacy_deepspeed, relative, class_name,
+                                                                               model):
+    defaults = _constructor_defaults(_ds0189_source(legacy_deepspeed, relative), class_name)
     defaults.pop("deepspeed")  # DeepSpeed passes the engine itself
     defaults.pop("max_grad_norm")  # the engine raises when it is in params
     ours = {name: info.default for name, info in model.model_fields.items()}

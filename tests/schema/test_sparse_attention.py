@@ -17,7 +17,7 @@ from dsx.schema.sparse_attention import (
     SparseAttentionConfig,
     VariableSparseAttentionConfig,
 )
-from tests.deepspeed_parser import deepspeed_probe_many, ds0189_dir, unavailable_reason
+from tests.deepspeed_parser import deepspeed_probe_many, require
 
 SPARSE = TypeAdapter(SparseAttentionConfig)
 
@@ -43,11 +43,9 @@ def _parse(data):
 
 
 @pytest.fixture(scope="module")
-def parsed_by_0189():
+def parsed_by_0189(legacy_deepspeed):
     """DeepSpeed 0.18.9's parsed sparse_attention dict for: each mode alone, then each NON_DEFAULT block."""
-    reason = unavailable_reason("0.18.9")
-    if reason:
-        pytest.skip(reason)
+    require("0.18.9")
     blocks = [{"mode": m} for m in SPARSE_MODES] + [NON_DEFAULT[m] for m in SPARSE_MODES]
     results = deepspeed_probe_many([{"train_batch_size": 1, "sparse_attention": b} for b in blocks], "0.18.9")
     assert all(r["accepted"] for r in results), results
@@ -57,11 +55,10 @@ def parsed_by_0189():
 
 
 @pytest.fixture(scope="module")
-def sparsity_classes():
+def sparsity_classes(legacy_deepspeed):
     """deepspeed/ops/sparse_attention/sparsity_config.py of 0.18.9, loaded by path (it needs only torch)."""
-    path = ds0189_dir() / "deepspeed" / "ops" / "sparse_attention" / "sparsity_config.py"
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
+    require("0.18.9")
+    path = legacy_deepspeed / "deepspeed" / "ops" / "sparse_attention" / "sparsity_config.py"
     spec = importlib.util.spec_from_file_location("ds0189_sparsity_config", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -105,7 +102,8 @@ def test_absent_mode_is_fixed_as_in_0189(parsed_by_0189):
 def test_non_default_blocks_build_in_0189_sparsity_classes(sparsity_classes, mode):
     params = _parse(NON_DEFAULT[mode]).model_dump()
     del params["mode"]
-    sparsity_classes[mode](num_heads=8, **params)
+    built = sparsity_classes[mode](num_heads=8, **params)
+    assert {name: getattr(built, name) for name in params} == params  # 0.18.9 keeps each argument as given
 
 
 # --- mode selection and keys

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from dsx.schema.tensor_parallel import TP_PRESET_MODELS, TensorParallelConfig, TPConfig
-from tests.deepspeed_parser import ds0189_dir, unavailable_reason
+from tests.deepspeed_parser import require
 
 # DeepSpeed fields with no JSON form: a torch.dtype, Python objects the engine fills in, and a tuple the engine
 # overwrites for every layer it shards.
@@ -84,11 +84,9 @@ def test_vocab_parallel_keys_are_gated_to_0_19():
 
 
 @pytest.mark.deepspeed
-def test_vocab_parallel_keys_are_absent_from_0_18_9():
-    reason = unavailable_reason("0.18.9")
-    if reason:
-        pytest.skip(reason)
-    source = (ds0189_dir() / "deepspeed" / "runtime" / "tensor_parallel" / "config.py").read_text()
+def test_vocab_parallel_keys_are_absent_from_0_18_9(legacy_deepspeed):
+    require("0.18.9")
+    source = (legacy_deepspeed / "deepspeed" / "runtime" / "tensor_parallel" / "config.py").read_text()
     assert "vocab_parallel_lm_head" not in source and "vocab_parallel_ce_backend" not in source
 
 
@@ -159,12 +157,14 @@ def test_tp_size_must_match_autotp_size():
 
 
 def test_tp_size_1_or_equal_is_accepted():
-    TensorParallelConfig(autotp_size=4, tp={"tp_size": 1})
-    TensorParallelConfig(autotp_size=4, tp={"tp_size": 4})
+    for tp_size in (1, 4):
+        config = TensorParallelConfig(autotp_size=4, tp={"tp_size": tp_size})
+        assert config.model_dump(exclude_unset=True) == {"autotp_size": 4, "tp": {"tp_size": tp_size}}
 
 
 def test_tp_size_is_not_checked_without_autotp():
-    TensorParallelConfig(autotp_size=0, tp={"tp_size": 2})
+    config = TensorParallelConfig(autotp_size=0, tp={"tp_size": 2})
+    assert config.model_dump(exclude_unset=True) == {"autotp_size": 0, "tp": {"tp_size": 2}}
 
 
 def test_liger_needs_a_vocab_parallel_head():
@@ -174,4 +174,5 @@ def test_liger_needs_a_vocab_parallel_head():
 
 
 def test_liger_with_automatic_head_is_accepted():
-    TensorParallelConfig(autotp_size=2, vocab_parallel_ce_backend="liger")
+    config = TensorParallelConfig(autotp_size=2, vocab_parallel_ce_backend="liger")
+    assert config.model_dump(exclude_unset=True) == {"autotp_size": 2, "vocab_parallel_ce_backend": "liger"}

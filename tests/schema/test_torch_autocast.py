@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from dsx.schema.docs import field_docstring
 from dsx.schema.torch_autocast import _NOT_AUTOCAST_DTYPES, AUTOCAST_DTYPES, TorchAutocastConfig
-from tests.deepspeed_parser import deepspeed_check_many, unavailable_reason
+from tests.deepspeed_parser import deepspeed_check_many, require
 
 
 @pytest.mark.parametrize("dtype", AUTOCAST_DTYPES)
@@ -79,10 +79,10 @@ def test_enabled_default_is_deepspeeds():
 
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("version", ["0.19.8", "0.18.9"])
-def test_deepspeed_parses_a_full_block(version):
-    reason = unavailable_reason(version)
-    if reason:
-        pytest.skip(reason)
+def test_deepspeed_parses_a_full_block(request, version):
+    if version == "0.18.9":
+        request.getfixturevalue("legacy_deepspeed")
+    require(version)
     block = TorchAutocastConfig(enabled=True, dtype="bfloat16", lower_precision_safe_modules=["torch.nn.Linear"])
     [(accepted, detail)] = deepspeed_check_many(
         [{"train_batch_size": 1, "torch_autocast": block.model_dump(exclude_defaults=True)}], version

@@ -133,7 +133,7 @@ def test_step_select_interval_must_not_be_below_update_interval():
     ],
 )
 def test_consistent_intervals_are_accepted(config):
-    ZenFlowConfig.model_validate(config)
+    assert ZenFlowConfig.model_validate(config).model_dump(exclude_unset=True) == config
 
 
 @pytest.mark.deepspeed

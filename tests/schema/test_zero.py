@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -15,13 +14,12 @@ from pydantic import ValidationError
 from dsx.schema.offload import OffloadOptimizerConfig, OffloadParamConfig
 from dsx.schema.zenflow import ZenFlowConfig
 from dsx.schema.zero import DEFAULT_LEAF_MODULE_CLASSES, LeafModuleConfig, ZeroConfig
+from tests.deepspeed_parser import require
 
 # dsx fields that DeepSpeed 0.19.8 does not have: the 0.18-only keys, each gated with removed_in.
 REMOVED_IN_0_19 = {"mics_shard_size", "mics_hierarchical_params_gather", "zeropp_loco_param"}
 # Optional sub-sections default to None in dsx ("absent": DeepSpeed's own default applies).
 SUBSECTION_DEFAULT_NONE = {"leaf_module"}
-
-DS018_PATH = Path(os.environ.get("DSX_DEEPSPEED_0_18_PATH", "/tmp/ds0189"))
 
 
 def _plain(value):
@@ -175,10 +173,9 @@ print("DSX-JSON " + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def ds_0_18():
-    if not (DS018_PATH / "deepspeed" / "__init__.py").is_file():
-        pytest.skip(f"DeepSpeed 0.18.9 source not found at {DS018_PATH} (set DSX_DEEPSPEED_0_18_PATH)")
-    env = dict(os.environ, PYTHONPATH=str(DS018_PATH))
+def ds_0_18(legacy_deepspeed):
+    require("0.18.9")
+    env = dict(os.environ, PYTHONPATH=str(legacy_deepspeed))
     run = subprocess.run([sys.executable, "-c", _DUMP_0_18], env=env, capture_output=True, text=True, timeout=300)
     line = [ln for ln in run.stdout.splitlines() if ln.startswith("DSX-JSON ")]
     assert run.returncode == 0 and line, run.stderr[-2000:]
@@ -342,7 +339,8 @@ def test_compute_grad_norm_false_is_accepted_at_stage_1_and_2(stage):
 
 
 def test_compute_grad_norm_false_accepts_offload_device_none():
-    ZeroConfig.model_validate({"stage": 1, "compute_grad_norm": False, "offload_optimizer": {"device": "none"}})
+    config = {"stage": 1, "compute_grad_norm": False, "offload_optimizer": {"device": "none"}}
+    assert ZeroConfig.model_validate(config).model_dump(by_alias=True, exclude_unset=True) == config
 
 
 
@@ -357,7 +355,7 @@ def test_compute_grad_norm_false_accepts_offload_device_none():
     ],
 )
 def test_zenflow_with_offload_or_at_stage_3_is_accepted(config):
-    ZeroConfig.model_validate(config)
+    assert ZeroConfig.model_validate(config).model_dump(by_alias=True, exclude_unset=True) == config
 
 
 @pytest.mark.parametrize("device", ["none", "cpu"])
@@ -398,7 +396,8 @@ def test_deprecated_keys_alone_are_accepted():
 
 
 def test_cpu_offload_use_pin_memory_does_not_clash():
-    ZeroConfig.model_validate({"cpu_offload_use_pin_memory": True, "offload_optimizer": {"device": "cpu"}})
+    config = {"cpu_offload_use_pin_memory": True, "offload_optimizer": {"device": "cpu"}}
+    assert ZeroConfig.model_validate(config).model_dump(by_alias=True, exclude_unset=True) == config
 
 
 def test_legacy_stage1_is_rejected_with_zero_enabled():
@@ -407,19 +406,22 @@ def test_legacy_stage1_is_rejected_with_zero_enabled():
 
 
 def test_legacy_stage1_is_accepted_with_zero_off():
-    ZeroConfig.model_validate({"stage": 0, "legacy_stage1": True})
+    zero = ZeroConfig.model_validate({"stage": 0, "legacy_stage1": True})
+    assert (zero.stage, zero.legacy_stage1) == (0, True)
 
 
 
 
 
 def test_nvme_with_path_is_accepted_at_stage_3():
-    ZeroConfig.model_validate({"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme"}})
+    config = {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme"}}
+    assert ZeroConfig.model_validate(config).model_dump(by_alias=True, exclude_unset=True) == config
 
 
 def test_optimizer_nvme_without_path_is_accepted_at_stage_2():
     # DeepSpeed runs nvme as CPU offload at stages 1/2 and ignores nvme_path; the linter warns about it.
-    ZeroConfig.model_validate({"stage": 2, "offload_optimizer": {"device": "nvme"}})
+    zero = ZeroConfig.model_validate({"stage": 2, "offload_optimizer": {"device": "nvme"}})
+    assert (zero.stage, zero.offload_optimizer.device, zero.offload_optimizer.nvme_path) == (2, "nvme", None)
 
 
 # --- DeepSpeed agrees on the rules it checks at config time
