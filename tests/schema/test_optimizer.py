@@ -450,11 +450,11 @@ def test_torch_optimizer_names_exist_in_torch_and_are_not_deepspeed_names():
 
 
 @pytest.mark.deepspeed
-def test_deepspeed_names_are_the_0_19_8_list_plus_the_0_18_9_onebit_names():
+def test_deepspeed_names_are_the_0_19_8_list_plus_the_0_18_9_onebit_names(legacy_deepspeed):
     from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
 
     assert set(DEEPSPEED_OPTIMIZER_NAMES) == set(DEEPSPEED_OPTIMIZERS) | set(REMOVED_OPTIMIZERS)
-    source = _ds0189_source("runtime/config.py")
+    source = _ds0189_source(legacy_deepspeed, "runtime/config.py")
     names_0189 = {
         node.value.value
         for node in ast.walk(ast.parse(source))

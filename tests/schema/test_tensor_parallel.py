@@ -159,12 +159,12 @@ def test_tp_size_must_match_autotp_size():
 def test_tp_size_1_or_equal_is_accepted():
     for tp_size in (1, 4):
         config = TensorParallelConfig(autotp_size=4, tp={"tp_size": tp_size})
-        assert config.model_dump(exclude_unset=True) == {"autotp_size": 4, "tp": {"tp_size": tp_size}}
+        assert config.model_dump(by_alias=True, exclude_unset=True) == {"autotp_size": 4, "tp": {"tp_size": tp_size}}
 
 
 def test_tp_size_is_not_checked_without_autotp():
     config = TensorParallelConfig(autotp_size=0, tp={"tp_size": 2})
-    assert config.model_dump(exclude_unset=True) == {"autotp_size": 0, "tp": {"tp_size": 2}}
+    assert config.model_dump(by_alias=True, exclude_unset=True) == {"autotp_size": 0, "tp": {"tp_size": 2}}
 
 
 def test_liger_needs_a_vocab_parallel_head():
