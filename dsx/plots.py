@@ -1,7 +1,8 @@
 """The figures of `dsx report -o DIR`, drawn from result rows with matplotlib's Agg backend (no display needed).
 
 matplotlib is imported inside `write_plots` only, so tables and `dsx report --help` never pay for it. Each plot
-function takes rows (dicts, as dsx.report reads them) and a path, and writes one PNG.
+function takes rows (dicts, as dsx.report reads them) and returns a figure, or the reason it would say nothing on
+those rows (then it is left out, and report.md says why: a flat line under a far-away capacity is not a finding).
 """
 
 from __future__ import annotations
@@ -19,8 +20,17 @@ PLOTS = (
 """(file name, title) of every plot, in the order report.md shows them."""
 
 
-def write_plots(rows: list[dict], folder: str | Path) -> list[tuple[Path, str]]:
-    """Draw every plot the rows allow into `folder`; (path, title) of each PNG written."""
+FLAT = 0.05
+"""A configuration's memory 'changes with micro-batch' when its ok rows differ by at least this share of the most."""
+
+FAR = 3.0
+"""A capacity more than this many times the highest memory measured is named in the legend, not drawn: its line
+would flatten the measured ones to the floor."""
+
+
+def write_plots(rows: list[dict], folder: str | Path) -> tuple[list[tuple[Path, str]], list[tuple[str, str]]]:
+    """Draw every plot that says something on these rows into `folder`: ((path, title) of each PNG written,
+    (title, why not) of each left out)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,31 +38,47 @@ def write_plots(rows: list[dict], folder: str | Path) -> list[tuple[Path, str]]:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written, left_out = [], []
     models = {rp.model_text(r) for r in rows}
     suffix = f" ({models.pop()})" if len(models) == 1 else ""  # one model: the line labels leave it out
     for (name, title), draw in zip(PLOTS, (memory_vs_micro_batch, throughput, memory_breakdown)):
         fig = draw(plt, rows, title + suffix)
-        if fig is None:
+        if isinstance(fig, str):
+            left_out.append((title, fig))
             continue
         path = folder / name
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append((path, title))
-    return written
+    return written, left_out
+
+
+def _changes_with_micro_batch(group: list[dict]) -> bool:
+    """Whether a configuration's line says something: an OOM, or ok rows at several micro-batches whose memory
+    differs by at least FLAT of the most."""
+    if any(r["status"] == "oom" for r in group):
+        return True
+    measured = [rp.memory(r) for r in group if r["status"] == "ok" and rp.memory(r) is not None]
+    return len(measured) >= 2 and max(measured) - min(measured) >= FLAT * max(measured)
 
 
 def memory_vs_micro_batch(plt, rows: list[dict], title: str):
     """One panel per kind of hardware (CPU, H100, 2 x H200...: their memory is not comparable), one line per
     configuration through its ok trials, an x where a micro-batch ran out of memory (at the memory it reached when
     that was measured, else at the capacity line), and a dashed line per distinct capacity, labelled with its
-    source."""
+    source (named in the legend only when it is FAR above what was measured). A panel whose configurations all
+    keep their memory flat across micro-batches, without an OOM, is left out."""
     usable = [r for r in rows if r["status"] in ("ok", "oom")]
     if not any(rp.memory(r) is not None for r in usable):
-        return None
+        return "no row measured memory"
     panels: dict[str, list[dict]] = {}
     for r in usable:
         panels.setdefault(rp.gpu_label(r), []).append(r)
+    panels = {hardware: panel for hardware, panel in panels.items()
+              if any(_changes_with_micro_batch(group) for group in rp.plot_rows(panel).values())}
+    if not panels:
+        return (f"no configuration's memory changes by {FLAT:.0%} or more across micro-batches, and none ran out of "
+                "memory")
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False)
     colors = plt.get_cmap("tab20").colors
     for ax, (hardware, panel) in zip(axes[0], panels.items()):
@@ -61,7 +87,10 @@ def memory_vs_micro_batch(plt, rows: list[dict], title: str):
         for r in panel:
             if r["memory"]["capacity"]:
                 capacities.setdefault(r["memory"]["capacity"], r["memory"]["capacity_source"] or "capacity")
-        top = max([rp.memory(r) or 0 for r in panel] + list(capacities)) / rp.GIB
+        measured_top = max(rp.memory(r) or 0 for r in panel)
+        far = {c: s for c, s in capacities.items() if measured_top and c > FAR * measured_top}
+        capacities = {c: s for c, s in capacities.items() if c not in far}
+        top = max([measured_top] + list(capacities)) / rp.GIB
         micro_batches: set[int] = set()
         for n, (name, group) in enumerate(lines.items()):
             color = colors[n % len(colors)]
@@ -77,6 +106,8 @@ def memory_vs_micro_batch(plt, rows: list[dict], title: str):
         for capacity, source in capacities.items():
             ax.axhline(capacity / rp.GIB, linestyle="--", color="grey",
                        label=f"capacity {capacity / rp.GIB:,.1f} GiB ({source})")
+        for capacity, source in far.items():
+            ax.plot([], [], linestyle="none", label=f"capacity {capacity / rp.GIB:,.1f} GiB ({source}): off the scale")
         ax.scatter([], [], marker="x", color="black", label="ran out of memory (OOM)")
         ticks = sorted(micro_batches)
         if ticks and ticks[-1] / ticks[0] >= 4:
@@ -99,7 +130,7 @@ def throughput(plt, rows: list[dict], title: str):
     best = [(name, rp.best_ok(group)) for name, group in rp.plot_rows(rows).items()]
     best = [(name, r) for name, r in best if r is not None]
     if not best:
-        return None
+        return "no ok row with a throughput"
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(best)))
     names = [name for name, _ in best]
     values = [rp.tokens_per_s(r) for _, r in best]
@@ -121,12 +152,14 @@ def throughput(plt, rows: list[dict], title: str):
 
 def memory_breakdown(plt, rows: list[dict], title: str):
     """Grouped horizontal bars per configuration at its fastest ok row: every memory figure the rows measured (max
-    over ranks); figures no row measured are left out."""
+    over ranks); figures no row measured are left out. One figure alone is no breakdown (the runs table has it)."""
     best = [(name, rp.best_ok(group)) for name, group in rp.plot_rows(rows).items()]
     best = [(name, r) for name, r in best if r is not None]
     fields = [f for f in MEMORY_FIELDS if any(r["memory"]["max"][f] is not None for _, r in best)]
-    if not best or not fields:
-        return None
+    if not best:
+        return "no ok row"
+    if len(fields) < 2:
+        return f"the rows measured {' and '.join(fields) or 'no memory figure'} only: nothing to break down"
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.18 * len(best) * (len(fields) + 1)))
     height = 0.8 / len(fields)
     for i, f in enumerate(fields):

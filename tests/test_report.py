@@ -376,6 +376,44 @@ def test_report_md_links_the_plots_and_says_what_it_read(written):
     assert result.stderr == f"dsx report: wrote {folder / 'report.md'} and 3 plot(s)\n"
 
 
+def test_plots_that_would_show_nothing_are_left_out_and_report_md_says_why(tmp_path):
+    # cpu_effects: one micro-batch per configuration, host RSS only, 0.4 GiB under a 23.5 GiB capacity
+    result = report(EFFECTS, "-o", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["throughput.png"]
+    assert result.stderr == f"dsx report: wrote {tmp_path / 'report.md'} and 1 plot(s) (2 left out: report.md says why)\n"
+    assert ("Plots left out, as they would show nothing on these rows:\n\n"
+            "- Peak memory vs micro-batch: no configuration's memory changes by 5% or more across micro-batches, and "
+            "none ran out of memory.\n"
+            "- Memory breakdown per configuration (best micro-batch): the rows measured host_rss_peak only: nothing to "
+            "break down.\n") in (tmp_path / "report.md").read_text()
+
+
+def _legend(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+
+
+def test_a_capacity_far_above_the_measured_memory_is_named_not_drawn():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dsx.plots import memory_vs_micro_batch
+
+    rows = rp.load([SWEEP]).rows  # host RSS 0.6-0.96 GiB under a 1 GiB --memory-cap: the line is drawn
+    fig = memory_vs_micro_batch(plt, rows, "t")
+    cap = "capacity {} GiB (--memory-cap (RLIMIT_DATA of each CPU rank, set after the imports))"
+    assert cap.format("1.0") in _legend(fig)
+    assert [line.get_linestyle() for line in fig.axes[0].lines].count("--") == 1
+    for r in rows:
+        r["memory"]["capacity"] = int(23.5 * GIB)
+    fig = memory_vs_micro_batch(plt, rows, "t")
+    assert cap.format("23.5") + ": off the scale" in _legend(fig)
+    assert [line.get_linestyle() for line in fig.axes[0].lines].count("--") == 0
+    assert fig.axes[0].get_ylim()[1] < 1.5
+
+
 def test_output_that_is_a_file_is_refused(tmp_path):
     target = tmp_path / "x.md"
     target.write_text("")

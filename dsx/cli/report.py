@@ -139,12 +139,14 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
             raise rp.ReportError(f"-o {output}: is a file; give a directory for the report (a file only with --best)",
                                  2)
         try:
-            images = write_plots(rows, folder)
+            images, left_out = write_plots(rows, folder)
             path = folder / "report.md"
-            path.write_text(rp.markdown_report(loaded, tables, [(p.name, title) for p, title in images], where))
+            path.write_text(rp.markdown_report(loaded, tables, [(p.name, title) for p, title in images], where,
+                                               left_out))
         except OSError as exc:
             raise rp.ReportError(f"-o {output}: cannot write: {exc.strerror}", 2) from None
-        click.echo(f"dsx report: wrote {path} and {len(images)} plot(s)", err=True)
+        not_drawn = f" ({len(left_out)} left out: report.md says why)" if left_out else ""
+        click.echo(f"dsx report: wrote {path} and {len(images)} plot(s){not_drawn}", err=True)
 
 
 def _best(rp, rows, output, target):

@@ -92,8 +92,9 @@ def to_rich(table: Table, width: int | None = None):
 
 
 def markdown_report(loaded: Loaded, tables: list[Table], images: list[tuple[str, str]],
-                    where: str | None = None) -> str:
-    """The report file: what it was read from, every table in markdown, and the plots (paths relative to it)."""
+                    where: str | None = None, left_out: list[tuple[str, str]] = ()) -> str:
+    """The report file: what it was read from, every table in markdown, the plots (paths relative to it) and why
+    any plot was left out."""
     lines = ["# dsx report", "", read_from_line(loaded)]
     if loaded.warnings:
         lines += [""] + [f"- warning: {w}" for w in loaded.warnings]
@@ -105,5 +106,8 @@ def markdown_report(loaded: Loaded, tables: list[Table], images: list[tuple[str,
         lines += ["", "## Plots"]
         for path, title in images:
             lines += ["", f"![{title}]({path})"]
+    if left_out:
+        lines += ["", "Plots left out, as they would show nothing on these rows:", ""]
+        lines += [f"- {title}: {why}." for title, why in left_out]
     return "\n".join(lines) + "\n"
 
