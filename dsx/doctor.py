@@ -17,6 +17,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dsx import op_cache
 from dsx.launcher import capture, clean_arch_list
 
 
@@ -176,7 +177,7 @@ def _deepspeed_checks(out: list[Check], info: dict, env: dict) -> None:
         from deepspeed.git_version_info import installed_ops
     except Exception:
         installed_ops = {}
-    ext_dir = Path(env.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    ext_dir, _ = op_cache.effective_dir(env)
     for builder_name, what in (("CPUAdamBuilder", "cpu_adam (optimizer on CPU: ZeRO-Offload)"),
                                ("FusedAdamBuilder", "fused_adam (the default Adam/AdamW on the device)"),
                                ("AsyncIOBuilder", "async_io (NVMe offload)")):
@@ -193,7 +194,7 @@ def _deepspeed_checks(out: list[Check], info: dict, env: dict) -> None:
             continue
         name = builder.name
         prebuilt = bool(installed_ops.get(name))
-        cached = any(ext_dir.glob(f"**/{name}/*.so"))
+        cached = name in op_cache.built_ops(ext_dir)
         state = "pre-built" if prebuilt else ("JIT-built and cached" if cached else
                                              "JIT-built on first use (about a minute), then cached")
         if ok:
@@ -213,18 +214,26 @@ def _misc_checks(out: list[Check], info: dict, env: dict) -> None:
         except ImportError:
             out.append(Check("WARN", "pynvml", "not importable: rows will have nvml_used null",
                              "pip install nvidia-ml-py"))
-    ext = env.get("TORCH_EXTENSIONS_DIR")
-    out.append(Check("OK" if ext else "INFO", "TORCH_EXTENSIONS_DIR",
-                     ext or "not set: JIT-built ops are cached in ~/.cache/torch_extensions",
-                     None))
+    out.append(op_cache_check(env))
     _leftover_checks(out, env)
+
+
+def op_cache_check(env: dict) -> Check:
+    """Where dsx run/sweep/launch cache JIT-built ops (dsx.op_cache) and which are built there: this environment's
+    own folder, so another venv's builds (in torch's shared default folder) are never counted."""
+    folder, chosen = op_cache.effective_dir(env)
+    whose = "set by you" if chosen else "this Python environment's own; dsx run, sweep and launch set it"
+    built = op_cache.built_ops(folder)
+    what = (f"built there: {', '.join(built)}" if built else
+            "nothing built there yet: the first run JIT-builds the ops it needs (a minute or two each on CPU)")
+    return Check("OK", "TORCH_EXTENSIONS_DIR", f"{folder} ({whose}); {what}")
 
 
 def _leftover_checks(out: list[Check], env: dict) -> None:
     """What killed DeepSpeed jobs left behind (dsx.leftovers); dsx run removes both itself, other launches do not."""
     from dsx import leftovers
 
-    locks = leftovers.stale_jit_locks(leftovers.extensions_dir(env))
+    locks = leftovers.stale_jit_locks(op_cache.effective_dir(env)[0])
     out.append(Check("WARN", "JIT-build locks", f"{len(locks)} stale: " + ", ".join(map(str, locks[:3])) +
                      " (a process killed while loading the op left them; any load of the op waits forever)",
                      "rm " + " ".join(map(str, locks))) if locks else

@@ -29,7 +29,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from dsx import leftovers
+from dsx import leftovers, op_cache
 from dsx.config_facts import configuration_label
 from dsx.results import config_hash, read_rows
 
@@ -314,7 +314,7 @@ def reap_orphans(left: dict) -> str | None:
         time.sleep(0.1)
     # The killed ranks' shared-memory buffers and any JIT-build lock they held die with them only on disk.
     leftovers.remove(leftovers.stale_shm_buffers())
-    leftovers.remove(leftovers.stale_jit_locks(leftovers.extensions_dir(os.environ)))
+    leftovers.remove(leftovers.stale_jit_locks(op_cache.effective_dir(os.environ)[0]))
     return (f"stopped {len(ours)} process(es) of the trial a killed dsx sweep left running (process group {pgid}, "
             f"{left.get('run_dir')}); that trial runs again")
 

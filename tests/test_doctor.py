@@ -62,3 +62,30 @@ def test_doctor_names_a_stale_jit_build_lock_and_how_to_remove_it(tmp_path):
     lock = out[0]
     assert (lock.level, lock.name, lock.fix) == ("WARN", "JIT-build locks", f"rm {tmp_path / 'fused_adam' / 'lock'}")
     assert lock.detail.startswith(f"1 stale: {tmp_path / 'fused_adam' / 'lock'} (a process killed while loading")
+
+
+def test_doctor_names_this_environments_op_cache_and_only_the_ops_built_there(tmp_path):
+    """Another venv's builds in torch's shared default folder are not this environment's (issue 21)."""
+    from dsx import op_cache
+    from dsx.doctor import op_cache_check
+
+    env = {"HOME": str(tmp_path)}
+    folder = op_cache.environment_dir(env)
+    shared = tmp_path / ".cache" / "torch_extensions" / "py311_cpu" / "fused_adam"
+    shared.mkdir(parents=True)
+    (shared / "fused_adam.so").touch()
+    whose = "(this Python environment's own; dsx run, sweep and launch set it)"
+    assert op_cache_check(env).render() == (
+        f"OK    TORCH_EXTENSIONS_DIR: {folder} {whose}; nothing built there yet: the first run JIT-builds the ops "
+        "it needs (a minute or two each on CPU)")
+    (folder / "cpu_adam").mkdir(parents=True)
+    (folder / "cpu_adam" / "cpu_adam.so").touch()
+    assert op_cache_check(env).render() == f"OK    TORCH_EXTENSIONS_DIR: {folder} {whose}; built there: cpu_adam"
+
+
+def test_doctor_names_a_torch_extensions_dir_the_user_set(tmp_path):
+    from dsx.doctor import op_cache_check
+
+    assert op_cache_check({"TORCH_EXTENSIONS_DIR": str(tmp_path)}).render() == (
+        f"OK    TORCH_EXTENSIONS_DIR: {tmp_path} (set by you); nothing built there yet: the first run JIT-builds the "
+        "ops it needs (a minute or two each on CPU)")

@@ -8,10 +8,12 @@ import os
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from dsx import op_cache
 from dsx.launcher import RANK_SCRIPT, LaunchError, LaunchPlan, build_launch, clean_arch_list, run_plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +87,23 @@ def test_more_ranks_than_visible_gpus_or_uuid_devices_are_refused():
         plan("cpu", 0)
 
 
+def test_a_launch_caches_ops_in_this_python_environments_own_folder(tmp_path, monkeypatch):
+    """Venvs sharing ~/.cache/torch_extensions rebuild each other's ops (issue 21): each gets a folder of its own,
+    in the launch's environment (so --dry-run shows it); a TORCH_EXTENSIONS_DIR the user set is kept."""
+    env = {"PATH": "/usr/bin", "HOME": str(tmp_path)}
+    p = plan(env=env)
+    folder = p.env["TORCH_EXTENSIONS_DIR"]
+    assert folder == str(op_cache.environment_dir(env))
+    assert Path(folder).parent == tmp_path / ".cache" / "dsx" / "torch_extensions"
+    assert Path(folder).name.startswith(f"py{sys.version_info.major}.{sys.version_info.minor}-torch"
+                                        f"{metadata.version('torch')}-deepspeed{metadata.version('deepspeed')}-")
+    assert p.env_changes["TORCH_EXTENSIONS_DIR"] == folder and f"  TORCH_EXTENSIONS_DIR={folder}" in p.describe()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "another-venv"))
+    assert plan(env=env).env["TORCH_EXTENSIONS_DIR"] != folder
+    mine = plan(env={**env, "TORCH_EXTENSIONS_DIR": "/cache/ext"})
+    assert mine.env["TORCH_EXTENSIONS_DIR"] == "/cache/ext" and "TORCH_EXTENSIONS_DIR" not in mine.env_changes
+
+
 def test_describe_shows_the_command_and_every_environment_change():
     p = plan("cuda", 1, env={"TORCH_CUDA_ARCH_LIST": "9.0a"}, caps=[(9, 0)])
     text = p.describe()
@@ -145,6 +164,22 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path):
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):  # the grandchild died with its group
         os.kill(pid, 0)
+
+
+def test_run_plan_says_in_one_line_when_deepspeed_builds_an_op(tmp_path, capsys):
+    """torch runs ninja in the op's build folder in every process that loads the op; a ninja that has started a
+    compiler is a build, and the user hears of it once, even when the job's output is not shown."""
+    op = tmp_path / "ext" / "cpu_adam"
+    op.mkdir(parents=True)
+    ninja = op / "ninja"
+    ninja.write_text("#!/bin/sh\nsleep 3\ntrue\n")
+    ninja.chmod(0o755)
+    p = LaunchPlan(argv=["sh", "-c", f"cd {op} && ./ninja && ./ninja"], env=dict(os.environ), cwd=str(tmp_path))
+    assert run_plan(p, timeout_s=60).returncode == 0
+    assert capsys.readouterr().err == op_cache.build_notice("cpu_adam") + "\n"
+    assert op_cache.build_notice("cpu_adam") == (
+        "dsx: DeepSpeed is building its cpu_adam op (first use in this Python environment: a minute or two on CPU, "
+        "less on a GPU host); the job goes on when it is built")
 
 
 def test_run_plan_returns_the_exit_status_and_output(tmp_path):
