@@ -68,8 +68,9 @@ class BuildWatcher:
     """Watches a job's processes for DeepSpeed JIT builds and reports each op once, as its build starts.
 
     torch runs `ninja` in the op's build folder in every process that loads the op; ninja starts a compiler only
-    when something must be built. So a `ninja` among the job's processes that has children of its own is a build
-    under way, and the name of its working folder is the op. Only processes on this machine are seen: ranks that
+    when something must be built. So a `ninja` among the job's processes with a child other than ninja (older pip
+    wheels install ninja as a Python wrapper that starts the real one) is a build under way, and the name of its
+    working folder is the op. Only processes on this machine are seen: ranks that
     pdsh starts on other nodes build unseen (their output still says so when it fails).
     """
 
@@ -101,7 +102,7 @@ class BuildWatcher:
                 continue
             for proc in processes:
                 try:
-                    if proc.name() == "ninja" and proc.children():
+                    if proc.name() == "ninja" and any(c.name() != "ninja" for c in proc.children()):
                         ops.append(Path(proc.cwd()).name)
                 except psutil.Error:
                     continue
