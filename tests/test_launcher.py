@@ -203,15 +203,14 @@ def test_dry_run_prints_argv_env_and_config_and_runs_nothing(tmp_path):
     assert "-m deepspeed.launcher.runner --num_gpus 2 --num_nodes 1 --master_addr 127.0.0.1 --master_port" in text
     assert f"--no_local_rank {RANK_SCRIPT} --plan-json" in text
     assert "  DS_ACCELERATOR=cpu" in text and "  OMP_NUM_THREADS=" in text
-    config_line = next(line for line in text.splitlines() if line.startswith("DeepSpeed config: "))
-    config = json.loads(Path(config_line.split(": ", 1)[1]).read_text())
+    config_text = text.split("; --dry-run writes nothing):\n", 1)[1].split("\nrank plan", 1)[0]
+    config = json.loads(config_text)
     assert config["zero_optimization"]["stage"] == 3
     assert (config["train_micro_batch_size_per_gpu"], config["train_batch_size"]) == (2, 4)  # world size 2
-    assert not results.exists()  # nothing ran, no row
-    run_dir = Path(config_line.split(": ", 1)[1]).parent
-    assert sorted(p.name for p in run_dir.iterdir()) == ["ds_config.json", "plan.json"]
-    plan_data = json.loads((run_dir / "plan.json").read_text())
+    plan_line = next(line for line in text.splitlines() if line.startswith("rank plan (a run writes it to "))
+    plan_data = json.loads(plan_line.split("): ", 1)[1])
     assert (plan_data["model"], plan_data["micro_batch"], plan_data["device"]) == ("gpt2-tiny", 2, "cpu")
+    assert list(tmp_path.iterdir()) == []  # "run nothing": no row, no run folder (issue 21)
 
 
 def test_run_and_doctor_help_do_not_import_torch_or_deepspeed():
@@ -296,3 +295,27 @@ def test_dsx_launch_refuses_node_flags_without_a_hostfile_in_run_s_words(tmp_pat
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1] == "Error: --include, --launcher need(s) --hostfile"
+
+
+# ---------------------------------------------------------------------------------------------- dsx launch
+
+
+def dsx_launch(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`dsx launch ARGS` in tmp_path, with TMPDIR=tmp_path/tmp, which it must leave empty of dsx-launch-* folders;
+    the config is tmp_path/ds.json (one micro-batch, nothing else)."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    config = tmp_path / "ds.json"
+    if not config.exists():
+        config.write_text('{"train_micro_batch_size_per_gpu": 1}')
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    out = subprocess.run([sys.executable, "-m", "dsx", "launch", *args], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    assert "Traceback" not in out.stderr.split("dsx launch: world size", 1)[0], out.stderr  # none of dsx's own
+    assert list((tmp_path / "tmp").glob("dsx-launch-*")) == []
+    return out
+
+
+def test_dsx_launch_dry_run_leaves_no_temporary_folder(tmp_path):
+    out = dsx_launch(tmp_path, "--config", "ds.json", "--dry-run", "--", "python", "train.py")
+    assert out.returncode == 0, out.stderr
+    assert f" train.py --deepspeed_config {tmp_path / 'ds.json'}" in out.stdout

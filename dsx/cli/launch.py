@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 
@@ -48,57 +49,64 @@ def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes)
     if command and command[0] == "--":
         command = command[1:]
     node_request = NodeRequest(**nodes)
+    work = None  # a temporary folder for the .deepspeed_env of a multi-node launch, removed whatever happens
     try:
-        device, visible = detect_device()
-        placement = place(node_request, gpus, device, visible)
-        world = placement.world_size
         try:
-            loaded = read_config(config_path)
-            target = resolve_target(None)
-        except (UnreadableConfig, VersionError) as exc:
-            raise RunRefused(str(exc)) from None
-        findings = lint(loaded.data, target=target, world_size=world, duplicate_keys=loaded.duplicate_keys)
-        errors = [f for f in findings if f.severity == "error"]
-        if errors:
-            lines = "\n".join("  " + f.render() for f in errors)
-            raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}:\n{lines}")
-        for finding in findings:
-            click.echo(f"dsx launch: {finding.render()}", err=True)
+            device, visible = detect_device()
+            placement = place(node_request, gpus, device, visible)
+            world = placement.world_size
+            try:
+                loaded = read_config(config_path)
+                target = resolve_target(None)
+            except (UnreadableConfig, VersionError) as exc:
+                raise RunRefused(str(exc)) from None
+            findings = lint(loaded.data, target=target, world_size=world, duplicate_keys=loaded.duplicate_keys)
+            errors = [f for f in findings if f.severity == "error"]
+            if errors:
+                lines = "\n".join("  " + f.render() for f in errors)
+                raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}:\n{lines}")
+            for finding in findings:
+                click.echo(f"dsx launch: {finding.render()}", err=True)
 
-        if config_arg.lower() != "none":
-            command = [*command, config_arg, os.path.abspath(config_path)]
-        env = dict(os.environ)
-        work = tempfile.mkdtemp(prefix="dsx-launch-")
-        node_spec = launch_nodes(node_request, placement, gpus, env, env_file=os.path.join(work, "deepspeed_env"),
-                                 check=not dry_run)
-        _, capabilities = gpu_capabilities(device, env)
+            if config_arg.lower() != "none":
+                command = [*command, config_arg, os.path.abspath(config_path)]
+            env = dict(os.environ)
+            if placement.layout is not None and node_request.launcher != "no-ssh":
+                work = tempfile.mkdtemp(prefix="dsx-launch-")
+            node_spec = launch_nodes(node_request, placement, gpus, env,
+                                     env_file=os.path.join(work, "deepspeed_env") if work else "", check=not dry_run)
+            _, capabilities = gpu_capabilities(device, env)
+            try:
+                plan = build_launch(world_size=world, device=device,
+                                    master_port=node_request.master_port or free_port(), base_env=env,
+                                    cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
+                                    master_addr=master_addr(node_request, placement), nodes=node_spec,
+                                    user_command=command)
+            except LaunchError as exc:
+                raise RunRefused(str(exc)) from None
+        except RunRefused as exc:
+            raise click.UsageError(str(exc)) from None
+
+        if dry_run:
+            click.echo(plan.describe())
+            if placement.layout is not None:
+                click.echo("\n" + placement.layout.describe())
+            return
+        for path, text in plan.files.items():
+            with open(path, "w") as f:
+                f.write(text)
+        click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
         try:
-            plan = build_launch(world_size=world, device=device, master_port=node_request.master_port or free_port(),
-                                base_env=env, cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
-                                master_addr=master_addr(node_request, placement), nodes=node_spec,
-                                user_command=command)
-        except LaunchError as exc:
-            raise RunRefused(str(exc)) from None
-    except RunRefused as exc:
-        raise click.UsageError(str(exc)) from None
-
-    for path, text in plan.files.items():
-        with open(path, "w") as f:
-            f.write(text)
-    if dry_run:
-        click.echo(plan.describe())
-        if placement.layout is not None:
-            click.echo("\n" + placement.layout.describe())
-        return
-    click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
-    try:
-        done = run_plan(plan, timeout_s or None, log_path=os.path.join(work, "launcher.log"), echo=True)
-    except KeyboardInterrupt:
-        click.echo("dsx launch: interrupted; every rank was stopped", err=True)
-        sys.exit(130)
+            done = run_plan(plan, timeout_s or None, echo=True)
+        except KeyboardInterrupt:
+            click.echo("dsx launch: interrupted; every rank was stopped", err=True)
+            sys.exit(130)
+    finally:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
     if done.timed_out:
         click.echo(f"dsx launch: timed out after {timeout_s:g} s; the whole job was killed", err=True)
         sys.exit(124)
     if done.returncode:
-        click.echo(f"dsx launch: the job exited with {done.returncode} (output also in {work}/launcher.log)", err=True)
+        click.echo(f"dsx launch: the job exited with {done.returncode}", err=True)
     sys.exit(done.returncode or 0)
