@@ -182,31 +182,35 @@ def ssh_check_argv(host: str, env: Mapping[str, str], ssh_port: int | None) -> l
     return argv + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "--", host, "true"]
 
 
-def user_rank_command(command: Sequence[str]) -> tuple[list[str], bool]:
-    """(what follows the runner's options, whether it needs --no_python) for a user's `python train.py ARGS` or
-    `train.py ARGS` or `some-program ARGS`: the runner itself runs a script with its own interpreter."""
+def user_rank_command(command: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(what follows the runner's options, the runner flags it needs) for a user's `python train.py ARGS`,
+    `train.py ARGS`, `python -m MODULE ARGS` (the runner's --module) or `some-program ARGS` (--no_python): the
+    runner itself runs a script or module with its own interpreter."""
     command = list(command)
     if not command:
         raise LaunchError("no command to launch: give it after --, e.g. -- python train.py")
     first = Path(command[0]).name
     if re.fullmatch(r"python(\d+(\.\d+)?)?", first) or command[0] == sys.executable:
         command = command[1:]
+        if command[:1] == ["-m"] and len(command) > 1 and not command[1].startswith("-"):
+            return command[1:], ["--module"]
         if not command or command[0].startswith("-"):
-            raise LaunchError("dsx launch runs a script: -- python SCRIPT.py ARGS (python's own options such as "
-                              "-m or -c are not supported by DeepSpeed's runner)")
-        return command, False
+            raise LaunchError("dsx launch runs a script or a module: -- python SCRIPT.py ARGS or -- python -m MODULE "
+                              "ARGS (python's other options, such as -c, are not supported by DeepSpeed's runner)")
+        return command, []
     if command[0].endswith(".py"):
-        return command, False
-    return command, True
+        return command, []
+    return command, ["--no_python"]
 
 
 def build_launch(*, plan_json: str | None = None, world_size: int, device: str, master_port: int,
                  base_env: Mapping[str, str], cwd: str, python: str = sys.executable,
                  gpu_capabilities: Sequence[tuple[int, int]] | None = None, cpu_count: int | None = None,
                  master_addr: str = "127.0.0.1", nodes: Nodes | None = None,
-                 user_command: Sequence[str] | None = None) -> LaunchPlan:
+                 user_command: Sequence[str] | None = None, local_rank_arg: bool = True) -> LaunchPlan:
     """The launcher command line and the child environment for a run (one node, or the nodes of a hostfile) of
-    dsx's rank script with its plan (plan_json), or of a user's command (dsx launch).
+    dsx's rank script with its plan (plan_json), or of a user's command (dsx launch; the runner appends
+    --local_rank=N to its arguments, as DeepSpeed does by default, unless local_rank_arg is False).
     Pure: reads only its arguments (pass os.environ as base_env) and this interpreter's environment (which names
     the op cache, dsx.op_cache), changes nothing."""
     if world_size < 1:
@@ -256,8 +260,8 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
             notes.append(f"GPUs 0..{world_size - 1}, one rank each, NCCL" if world_size > 1 else "GPU 0, one rank")
     argv += ["--master_addr", master_addr, "--master_port", str(master_port)]
     if user_command is not None:
-        rank_command, no_python = user_rank_command(user_command)
-        argv += ["--no_python"] if no_python else []
+        rank_command, runner_flags = user_rank_command(user_command)
+        argv += runner_flags + ([] if local_rank_arg else ["--no_local_rank"])
     else:
         argv += ["--no_local_rank"]
         rank_command = [str(RANK_SCRIPT), "--plan-json", str(plan_json)]

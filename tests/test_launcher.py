@@ -267,23 +267,39 @@ def test_no_ssh_starts_one_runner_per_node_with_its_node_rank():
 
 
 @pytest.mark.parametrize("command, expected", [
-    (["python", "train.py", "--x", "1"], (["train.py", "--x", "1"], False)),
-    (["python3.11", "train.py"], (["train.py"], False)),
-    ([sys.executable, "train.py"], (["train.py"], False)),
-    (["train.py", "--y"], (["train.py", "--y"], False)),
-    (["torchrun-like-tool", "a"], (["torchrun-like-tool", "a"], True)),
+    (["python", "train.py", "--x", "1"], (["train.py", "--x", "1"], [])),
+    (["python3.11", "train.py"], (["train.py"], [])),
+    ([sys.executable, "train.py"], (["train.py"], [])),
+    (["train.py", "--y"], (["train.py", "--y"], [])),
+    (["torchrun-like-tool", "a"], (["torchrun-like-tool", "a"], ["--no_python"])),
+    (["python", "-m", "pkg.train", "--x"], (["pkg.train", "--x"], ["--module"])),
 ])
-def test_a_user_command_reaches_the_runner_as_a_script_or_with_no_python(command, expected):
+def test_a_user_command_reaches_the_runner_as_a_script_a_module_or_with_no_python(command, expected):
     from dsx.launcher import user_rank_command
 
     assert user_rank_command(command) == expected
 
 
-def test_python_options_instead_of_a_script_are_refused():
+@pytest.mark.parametrize("command", [["python", "-c", "print(1)"], ["python", "-m"], ["python"]])
+def test_python_options_other_than_m_are_refused(command):
     from dsx.launcher import user_rank_command
 
-    with pytest.raises(LaunchError, match="dsx launch runs a script: -- python SCRIPT.py ARGS"):
-        user_rank_command(["python", "-m", "pkg"])
+    with pytest.raises(LaunchError) as caught:
+        user_rank_command(command)
+    assert str(caught.value) == (
+        "dsx launch runs a script or a module: -- python SCRIPT.py ARGS or -- python -m MODULE ARGS (python's "
+        "other options, such as -c, are not supported by DeepSpeed's runner)")
+
+
+def test_a_user_command_gets_local_rank_from_the_runner_unless_asked_not_to():
+    """DeepSpeed's runner appends --local_rank=N to a script's arguments by default (dsx run's own rank script
+    asks it not to, with --no_local_rank)."""
+    def launch(**kw):
+        return build_launch(world_size=1, device="cpu", master_port=29555, base_env={}, cwd="/w", python=PY,
+                            user_command=["python", "-m", "pkg.train", "--x"], **kw).argv
+
+    assert launch()[-5:] == ["--master_port", "29555", "--module", "pkg.train", "--x"]
+    assert launch(local_rank_arg=False)[-4:] == ["--module", "--no_local_rank", "pkg.train", "--x"]
 
 
 def test_dsx_launch_refuses_node_flags_without_a_hostfile_in_run_s_words(tmp_path):
@@ -319,3 +335,32 @@ def test_dsx_launch_dry_run_leaves_no_temporary_folder(tmp_path):
     out = dsx_launch(tmp_path, "--config", "ds.json", "--dry-run", "--", "python", "train.py")
     assert out.returncode == 0, out.stderr
     assert f" train.py --deepspeed_config {tmp_path / 'ds.json'}" in out.stdout
+
+
+def test_a_script_that_does_not_take_local_rank_exits_2_and_dsx_says_so_and_that_it_was_the_script(tmp_path):
+    """DeepSpeed's runner appends --local_rank=N (dsx launch keeps that default); an argparse script without it
+    exits 2, which dsx's own refusals also use: the last line says whose status it is (issue 21)."""
+    (tmp_path / "train.py").write_text("import argparse\nparser = argparse.ArgumentParser()\n"
+                                       "parser.add_argument('--deepspeed_config')\nparser.parse_args()\n")
+    out = dsx_launch(tmp_path, "--config", "ds.json", "--", "python", "train.py")
+    assert out.returncode == 2
+    assert "train.py: error: unrecognized arguments: --local_rank=0" in out.stderr
+    assert out.stderr.rstrip().splitlines()[-2:] == [
+        "dsx launch: the script does not accept --local_rank=N, which DeepSpeed's runner appends to every rank's "
+        "arguments: accept it (argparse: parser.add_argument(\"--local_rank\", type=int, default=-1)) or launch "
+        "with --no-local-rank",
+        "dsx launch: the job exited with 2: the exit status of your command on a rank, not a refusal by dsx (dsx "
+        "refuses before starting anything, with \"Error: ...\")"]
+
+
+def test_python_m_module_is_launched_through_the_runners_module_flag_with_or_without_local_rank(tmp_path):
+    (tmp_path / "tinymod.py").write_text("import json, os, sys\n"
+                                         "open(f'argv-{os.environ[\"RANK\"]}.json', 'w').write(json.dumps(sys.argv[1:]))\n")
+    config = str(tmp_path / "ds.json")
+    out = dsx_launch(tmp_path, "--config", "ds.json", "--", "python", "-m", "tinymod", "--x", "1")
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "argv-0.json").read_text()) == ["--local_rank=0", "--x", "1", "--deepspeed_config",
+                                                                  config]
+    out = dsx_launch(tmp_path, "--no-local-rank", "--config", "ds.json", "--", "python", "-m", "tinymod")
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "argv-0.json").read_text()) == ["--deepspeed_config", config]

@@ -23,17 +23,29 @@ from dsx.cli.options import node_options
 @node_options
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=0,
               help="Kill the whole job after this many seconds (0: never).")
+@click.option("--no-local-rank", is_flag=True,
+              help="Do not append --local_rank=N to the command's arguments (DeepSpeed's runner does by default); "
+                   "each rank still finds LOCAL_RANK in its environment.")
 @click.option("--dry-run", is_flag=True, help="Print the checked launch (commands, environment, layout); run nothing.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes):
+def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, command, **nodes):
     """Launch COMMAND (after --) on every rank, under a DeepSpeed config dsx has checked.
 
-    The config is linted for the world size of the launch (errors refuse it, exit 2), the launch is built as
-    data (hostfile, --include/--exclude, .deepspeed_env for remote ranks), every node is checked over ssh, and
-    DeepSpeed's runner starts it. Exits with the job's status (124 when --timeout killed it).
+    COMMAND is `python SCRIPT.py ARGS`, `python -m MODULE ARGS` or a program. The config is linted for the world
+    size of the launch (errors refuse it), the launch is built as data (hostfile, --include/--exclude,
+    .deepspeed_env for remote ranks), every node is checked over ssh, and DeepSpeed's runner starts it.
+
+    As with DeepSpeed's own launcher, each rank's arguments end in --local_rank=N, so the script must accept it
+    (argparse: parser.add_argument("--local_rank", type=int, default=-1)), unless --no-local-rank; LOCAL_RANK,
+    RANK and WORLD_SIZE are in every rank's environment either way.
+
+    Exit status: the job's own, so 2 may be your script's (an argparse error, say): dsx's last line then says
+    "the job exited with 2". 2 with "Error: ..." is dsx refusing the launch before starting anything; 124: --timeout
+    killed the job; 130: interrupted.
 
     \b
     dsx launch --config ds.json -- python train.py --epochs 1
+    dsx launch --config ds.json -- python -m mypackage.train --epochs 1
     dsx launch --hostfile hostfiles/two-nodes-8gpu --master-addr node1 --config ds.json --config-arg --deepspeed \\
         -- python train.py --output_dir out
     """
@@ -81,7 +93,7 @@ def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes)
                                     master_port=node_request.master_port or free_port(), base_env=env,
                                     cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
                                     master_addr=master_addr(node_request, placement), nodes=node_spec,
-                                    user_command=command)
+                                    user_command=command, local_rank_arg=not no_local_rank)
             except LaunchError as exc:
                 raise RunRefused(str(exc)) from None
         except RunRefused as exc:
@@ -108,5 +120,19 @@ def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes)
         click.echo(f"dsx launch: timed out after {timeout_s:g} s; the whole job was killed", err=True)
         sys.exit(124)
     if done.returncode:
-        click.echo(f"dsx launch: the job exited with {done.returncode}", err=True)
+        for line in job_failure_lines(done.returncode, done.tail):
+            click.echo(line, err=True)
     sys.exit(done.returncode or 0)
+
+
+def job_failure_lines(code: int, tail: str) -> list[str]:
+    """What dsx says when the job failed: its status is the command's, not a refusal of dsx's (which exit 2 too,
+    before anything starts), and the fix when the script choked on the runner's --local_rank."""
+    lines = []
+    if "unrecognized arguments:" in tail and "--local_rank" in tail:
+        lines.append("dsx launch: the script does not accept --local_rank=N, which DeepSpeed's runner appends to every "
+                     "rank's arguments: accept it (argparse: parser.add_argument(\"--local_rank\", type=int, "
+                     "default=-1)) or launch with --no-local-rank")
+    lines.append(f"dsx launch: the job exited with {code}: the exit status of your command on a rank, not a refusal "
+                 "by dsx (dsx refuses before starting anything, with \"Error: ...\")")
+    return lines
