@@ -1,7 +1,7 @@
 """`dsx doctor`: what `dsx run` and DeepSpeed's JIT-built ops need, checked on this machine, each with a fix.
 
 Every check is a `Check(level, name, detail, fix)`; level OK, WARN (something will be missing or slow: NVMe
-offload without libaio, multi-node without pdsh, a first run that JIT-builds ops) or FAIL (dsx run cannot work:
+offload without libaio, multi-node without pdsh, the transformers Trainer without accelerate) or FAIL (dsx run cannot work:
 no torch, no DeepSpeed). Probes run through dsx.launcher.capture (the only module that starts processes).
 """
 
@@ -205,6 +205,42 @@ def _deepspeed_checks(out: list[Check], info: dict, env: dict) -> None:
             out.append(Check("WARN", f"op {name}", f"{what}: not compatible here", fix))
 
 
+TRAINER_USE = ("the transformers Trainer needs it (a script launched with dsx launch --config-arg --deepspeed, "
+               "configs from dsx config --hf-auto); dsx run and sweep do not")
+
+
+def accelerate_check(installed: str | None, needed: str | None) -> Check:
+    """accelerate found, missing or too old for the installed transformers (whose Trainer raises ImportError then)."""
+    fix = f"pip install 'accelerate>={needed or '0.26'}' (or pip install 'dsx[trainer]')"
+    if installed is None:
+        return Check("WARN", "accelerate", f"not installed: {TRAINER_USE}", fix)
+    if needed:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            too_old = Version(installed) < Version(needed)
+        except InvalidVersion:
+            too_old = False
+        if too_old:
+            return Check("WARN", "accelerate", f"{installed}, older than the {needed} the installed transformers "
+                                               f"wants: {TRAINER_USE}", fix)
+    return Check("OK", "accelerate", f"{installed}: {TRAINER_USE}")
+
+
+def _accelerate_check(out: list[Check]) -> None:
+    from importlib import metadata
+
+    try:
+        installed = metadata.version("accelerate")
+    except metadata.PackageNotFoundError:
+        installed = None
+    try:
+        from transformers.utils.import_utils import ACCELERATE_MIN_VERSION as needed
+    except Exception:
+        needed = None
+    out.append(accelerate_check(installed, needed))
+
+
 def _misc_checks(out: list[Check], info: dict, env: dict) -> None:
     if info["cuda"]:
         try:
@@ -256,5 +292,6 @@ def run_checks(env: dict | None = None) -> list[Check]:
     # DeepSpeed logs and prints to stdout while importing and probing ops; keep the report (and --json) clean.
     with contextlib.redirect_stdout(io.StringIO()):
         _deepspeed_checks(out, info, env)
+    _accelerate_check(out)
     _misc_checks(out, info, env)
     return out
