@@ -1,7 +1,7 @@
 """`dsx doctor`: what `dsx run` and DeepSpeed's JIT-built ops need, checked on this machine, each with a fix.
 
 Every check is a `Check(level, name, detail, fix)`; level OK, WARN (something will be missing or slow: NVMe
-offload without libaio, multi-node without pdsh, a first run that JIT-builds ops) or FAIL (dsx run cannot work:
+offload without libaio, multi-node without pdsh, the transformers Trainer without accelerate) or FAIL (dsx run cannot work:
 no torch, no DeepSpeed). Probes run through dsx.launcher.capture (the only module that starts processes).
 """
 
@@ -17,6 +17,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dsx import op_cache
 from dsx.launcher import capture, clean_arch_list
 
 
@@ -176,7 +177,7 @@ def _deepspeed_checks(out: list[Check], info: dict, env: dict) -> None:
         from deepspeed.git_version_info import installed_ops
     except Exception:
         installed_ops = {}
-    ext_dir = Path(env.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    ext_dir, _ = op_cache.effective_dir(env)
     for builder_name, what in (("CPUAdamBuilder", "cpu_adam (optimizer on CPU: ZeRO-Offload)"),
                                ("FusedAdamBuilder", "fused_adam (the default Adam/AdamW on the device)"),
                                ("AsyncIOBuilder", "async_io (NVMe offload)")):
@@ -193,7 +194,7 @@ def _deepspeed_checks(out: list[Check], info: dict, env: dict) -> None:
             continue
         name = builder.name
         prebuilt = bool(installed_ops.get(name))
-        cached = any(ext_dir.glob(f"**/{name}/*.so"))
+        cached = name in op_cache.built_ops(ext_dir)
         state = "pre-built" if prebuilt else ("JIT-built and cached" if cached else
                                              "JIT-built on first use (about a minute), then cached")
         if ok:
@@ -202,6 +203,42 @@ def _deepspeed_checks(out: list[Check], info: dict, env: dict) -> None:
             fix = {"async_io": "apt-get install libaio-dev, then reinstall/rebuild (or DS_BUILD_AIO=1 pip install "
                                "deepspeed)"}.get(name, "see `ds_report` for the reason")
             out.append(Check("WARN", f"op {name}", f"{what}: not compatible here", fix))
+
+
+TRAINER_USE = ("the transformers Trainer needs it (a script launched with dsx launch --config-arg --deepspeed, "
+               "configs from dsx config --hf-auto); dsx run and sweep do not")
+
+
+def accelerate_check(installed: str | None, needed: str | None) -> Check:
+    """accelerate found, missing or too old for the installed transformers (whose Trainer raises ImportError then)."""
+    fix = f"pip install 'accelerate>={needed or '0.26'}' (or pip install 'dsx[trainer]')"
+    if installed is None:
+        return Check("WARN", "accelerate", f"not installed: {TRAINER_USE}", fix)
+    if needed:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            too_old = Version(installed) < Version(needed)
+        except InvalidVersion:
+            too_old = False
+        if too_old:
+            return Check("WARN", "accelerate", f"{installed}, older than the {needed} the installed transformers "
+                                               f"wants: {TRAINER_USE}", fix)
+    return Check("OK", "accelerate", f"{installed}: {TRAINER_USE}")
+
+
+def _accelerate_check(out: list[Check]) -> None:
+    from importlib import metadata
+
+    try:
+        installed = metadata.version("accelerate")
+    except metadata.PackageNotFoundError:
+        installed = None
+    try:
+        from transformers.utils.import_utils import ACCELERATE_MIN_VERSION as needed
+    except Exception:
+        needed = None
+    out.append(accelerate_check(installed, needed))
 
 
 def _misc_checks(out: list[Check], info: dict, env: dict) -> None:
@@ -213,18 +250,26 @@ def _misc_checks(out: list[Check], info: dict, env: dict) -> None:
         except ImportError:
             out.append(Check("WARN", "pynvml", "not importable: rows will have nvml_used null",
                              "pip install nvidia-ml-py"))
-    ext = env.get("TORCH_EXTENSIONS_DIR")
-    out.append(Check("OK" if ext else "INFO", "TORCH_EXTENSIONS_DIR",
-                     ext or "not set: JIT-built ops are cached in ~/.cache/torch_extensions",
-                     None))
+    out.append(op_cache_check(env))
     _leftover_checks(out, env)
+
+
+def op_cache_check(env: dict) -> Check:
+    """Where dsx run/sweep/launch cache JIT-built ops (dsx.op_cache) and which are built there: this environment's
+    own folder, so another venv's builds (in torch's shared default folder) are never counted."""
+    folder, chosen = op_cache.effective_dir(env)
+    whose = "set by you" if chosen else "this Python environment's own; dsx run, sweep and launch set it"
+    built = op_cache.built_ops(folder)
+    what = (f"built there: {', '.join(built)}" if built else
+            "nothing built there yet: the first run JIT-builds the ops it needs (a minute or two each on CPU)")
+    return Check("OK", "TORCH_EXTENSIONS_DIR", f"{folder} ({whose}); {what}")
 
 
 def _leftover_checks(out: list[Check], env: dict) -> None:
     """What killed DeepSpeed jobs left behind (dsx.leftovers); dsx run removes both itself, other launches do not."""
     from dsx import leftovers
 
-    locks = leftovers.stale_jit_locks(leftovers.extensions_dir(env))
+    locks = leftovers.stale_jit_locks(op_cache.effective_dir(env)[0])
     out.append(Check("WARN", "JIT-build locks", f"{len(locks)} stale: " + ", ".join(map(str, locks[:3])) +
                      " (a process killed while loading the op left them; any load of the op waits forever)",
                      "rm " + " ".join(map(str, locks))) if locks else
@@ -247,5 +292,6 @@ def run_checks(env: dict | None = None) -> list[Check]:
     # DeepSpeed logs and prints to stdout while importing and probing ops; keep the report (and --json) clean.
     with contextlib.redirect_stdout(io.StringIO()):
         _deepspeed_checks(out, info, env)
+    _accelerate_check(out)
     _misc_checks(out, info, env)
     return out

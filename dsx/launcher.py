@@ -17,7 +17,8 @@ Why these launcher arguments (DeepSpeed 0.19.8, deepspeed/launcher/runner.py and
   `-m` Python puts the current directory first on sys.path, so a `dsx/` folder of the user's would shadow ours.
   `--no_local_rank`: the rank reads LOCAL_RANK from the environment the launcher sets.
 - The runner's local path passes the whole environment to the ranks, so the environment built here is what
-  every rank sees.
+  every rank sees. It includes TORCH_EXTENSIONS_DIR: this Python environment's own op cache unless the user set
+  one (dsx.op_cache says why).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from dsx import leftovers
+from dsx import leftovers, op_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 RANK_SCRIPT = ROOT / "dsx" / "rank" / "train_rank.py"
@@ -181,32 +182,37 @@ def ssh_check_argv(host: str, env: Mapping[str, str], ssh_port: int | None) -> l
     return argv + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "--", host, "true"]
 
 
-def user_rank_command(command: Sequence[str]) -> tuple[list[str], bool]:
-    """(what follows the runner's options, whether it needs --no_python) for a user's `python train.py ARGS` or
-    `train.py ARGS` or `some-program ARGS`: the runner itself runs a script with its own interpreter."""
+def user_rank_command(command: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(what follows the runner's options, the runner flags it needs) for a user's `python train.py ARGS`,
+    `train.py ARGS`, `python -m MODULE ARGS` (the runner's --module) or `some-program ARGS` (--no_python): the
+    runner itself runs a script or module with its own interpreter."""
     command = list(command)
     if not command:
         raise LaunchError("no command to launch: give it after --, e.g. -- python train.py")
     first = Path(command[0]).name
     if re.fullmatch(r"python(\d+(\.\d+)?)?", first) or command[0] == sys.executable:
         command = command[1:]
+        if command[:1] == ["-m"] and len(command) > 1 and not command[1].startswith("-"):
+            return command[1:], ["--module"]
         if not command or command[0].startswith("-"):
-            raise LaunchError("dsx launch runs a script: -- python SCRIPT.py ARGS (python's own options such as "
-                              "-m or -c are not supported by DeepSpeed's runner)")
-        return command, False
+            raise LaunchError("dsx launch runs a script or a module: -- python SCRIPT.py ARGS or -- python -m MODULE "
+                              "ARGS (python's other options, such as -c, are not supported by DeepSpeed's runner)")
+        return command, []
     if command[0].endswith(".py"):
-        return command, False
-    return command, True
+        return command, []
+    return command, ["--no_python"]
 
 
 def build_launch(*, plan_json: str | None = None, world_size: int, device: str, master_port: int,
                  base_env: Mapping[str, str], cwd: str, python: str = sys.executable,
                  gpu_capabilities: Sequence[tuple[int, int]] | None = None, cpu_count: int | None = None,
                  master_addr: str = "127.0.0.1", nodes: Nodes | None = None,
-                 user_command: Sequence[str] | None = None) -> LaunchPlan:
+                 user_command: Sequence[str] | None = None, local_rank_arg: bool = True) -> LaunchPlan:
     """The launcher command line and the child environment for a run (one node, or the nodes of a hostfile) of
-    dsx's rank script with its plan (plan_json), or of a user's command (dsx launch).
-    Pure: reads only its arguments (pass os.environ as base_env), changes nothing."""
+    dsx's rank script with its plan (plan_json), or of a user's command (dsx launch; the runner appends
+    --local_rank=N to its arguments, as DeepSpeed does by default, unless local_rank_arg is False).
+    Pure: reads only its arguments (pass os.environ as base_env) and this interpreter's environment (which names
+    the op cache, dsx.op_cache), changes nothing."""
     if world_size < 1:
         raise LaunchError(f"world size must be at least 1, got {world_size}")
     if device not in ("cuda", "cpu"):
@@ -254,8 +260,8 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
             notes.append(f"GPUs 0..{world_size - 1}, one rank each, NCCL" if world_size > 1 else "GPU 0, one rank")
     argv += ["--master_addr", master_addr, "--master_port", str(master_port)]
     if user_command is not None:
-        rank_command, no_python = user_rank_command(user_command)
-        argv += ["--no_python"] if no_python else []
+        rank_command, runner_flags = user_rank_command(user_command)
+        argv += runner_flags + ([] if local_rank_arg else ["--no_local_rank"])
     else:
         argv += ["--no_local_rank"]
         rank_command = [str(RANK_SCRIPT), "--plan-json", str(plan_json)]
@@ -280,10 +286,14 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
         if note:
             setenv("TORCH_CUDA_ARCH_LIST", arch or None)
             notes.append(note)
-    if "TORCH_EXTENSIONS_DIR" in base_env:
+    if base_env.get("TORCH_EXTENSIONS_DIR"):
         notes.append(f"JIT-built ops are cached in TORCH_EXTENSIONS_DIR={base_env['TORCH_EXTENSIONS_DIR']}")
     else:
-        notes.append("TORCH_EXTENSIONS_DIR is not set: JIT-built ops go to ~/.cache/torch_extensions")
+        cache = str(op_cache.environment_dir(base_env))
+        setenv("TORCH_EXTENSIONS_DIR", cache)
+        notes.append(f"JIT-built ops are cached in this Python environment's own folder (TORCH_EXTENSIONS_DIR={cache}; "
+                     "other environments have theirs, so none rebuilds another's ops; set TORCH_EXTENSIONS_DIR to "
+                     "choose another)")
 
     # The ranks find ninja and the compiler wrappers on PATH for JIT builds, and torch rebuilds an op when the
     # build environment changed (measured: every op again when PATH lost the venv's bin). Remote ranks get the
@@ -363,11 +373,17 @@ NODE_FAILURE_GRACE_S = 60.0
 and exit) before the whole group is killed, so a failure never hangs the job."""
 
 
+def _print_build_notice(op: str) -> None:
+    sys.stderr.write(op_cache.build_notice(op) + "\n")
+    sys.stderr.flush()
+
+
 def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathLike | None = None,
-             echo: bool = False, tail_lines: int = 40, on_start=None) -> Completed:
+             echo: bool = False, tail_lines: int = 40, on_start=None, on_build=_print_build_notice) -> Completed:
     """Start the plan in a new process group (with --launcher no-ssh: every node's runner, in the same group), send
     its output (all ranks) to `log_path` (and the terminal with echo), wait. On timeout or Ctrl-C the whole group is
-    killed; Ctrl-C is re-raised after that. `on_start(pgid)` is called right after the start."""
+    killed; Ctrl-C is re-raised after that. `on_start(pgid)` is called right after the start; `on_build(op)` when
+    DeepSpeed starts JIT-building an op (default: one line on stderr, whether or not the output is echoed)."""
     cleaned = _remove_leftovers(plan, before=True)
     log = open(log_path, "ab") if log_path else None
     tail: list[bytes] = []
@@ -408,19 +424,20 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
     deadline = time.monotonic() + timeout_s if timeout_s and timeout_s > 0 else None
     try:
         try:
-            failed_at = None
-            while any(proc.poll() is None for proc in procs):
-                now = time.monotonic()
-                if deadline is not None and now > deadline:
-                    timed_out = True
-                    _kill_group(procs)
-                    break
-                if failed_at is None and any(proc.returncode for proc in procs):
-                    failed_at = now
-                if failed_at is not None and now - failed_at > NODE_FAILURE_GRACE_S:
-                    _kill_group(procs)
-                    break
-                time.sleep(0.1)
+            with op_cache.BuildWatcher([proc.pid for proc in procs], on_build):
+                failed_at = None
+                while any(proc.poll() is None for proc in procs):
+                    now = time.monotonic()
+                    if deadline is not None and now > deadline:
+                        timed_out = True
+                        _kill_group(procs)
+                        break
+                    if failed_at is None and any(proc.returncode for proc in procs):
+                        failed_at = now
+                    if failed_at is not None and now - failed_at > NODE_FAILURE_GRACE_S:
+                        _kill_group(procs)
+                        break
+                    time.sleep(0.1)
         except BaseException:  # Ctrl-C or anything else: leave no rank behind
             _kill_group(procs, grace_s=5.0)
             raise

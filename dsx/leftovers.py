@@ -13,13 +13,15 @@ Two leftovers, both measured here (DeepSpeed 0.19.8, torch 2.13, CPU ranks):
   load of that op waits for it forever. A lock no live process holds open is stale.
 
 Only files whose owners are gone are removed: a buffer of a finished run (its port is known), a buffer no live
-process has mapped, a lock no live process has open.
+process has mapped, a lock no live process has open. dsx's own ranks also unlink their buffer when they finish
+(dsx.rank.loop), so a rank that outlives its dsx (kill -9 of a sweep) and finishes leaves none.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "deepspeed_allreduce_buffer"
@@ -28,6 +30,30 @@ SHM_PREFIX = "deepspeed_allreduce_buffer"
 def shm_buffers(master_addr: str, master_port: int, shm_dir: Path = SHM_DIR) -> list[Path]:
     """The allreduce buffers of the ranks of one job (the current user's), as named by DeepSpeed's shm op."""
     return sorted(shm_dir.glob(f"{SHM_PREFIX}_{os.getuid()}_{master_addr}_{master_port}_*"))
+
+
+def rank_shm_buffer(env: Mapping[str, str], shm_dir: Path = SHM_DIR) -> Path | None:
+    """The buffer DeepSpeed's shm op creates for the rank with this environment (shm_interface.cpp names it from
+    MASTER_ADDR, MASTER_PORT and the global rank); None without a RANK."""
+    if env.get("RANK") is None:
+        return None
+    return shm_dir / f"{SHM_PREFIX}_{os.getuid()}_{env.get('MASTER_ADDR', '')}_{env.get('MASTER_PORT', '')}_{env['RANK']}"
+
+
+def remove_run_dir_without_row(run_dir: str | None, results: Path) -> Path | None:
+    """Remove the folder of a run that has no row in `results` (its dsx was killed before writing it), when it is
+    a run folder (dsx.run.prepare wrote its rank plan there); the folder removed, else None."""
+    import shutil
+
+    from dsx.rank.protocol import PLAN_FILE
+    from dsx.results import read_rows
+
+    if not run_dir or not (Path(run_dir) / PLAN_FILE).is_file():
+        return None
+    if any(row.get("run_dir") == run_dir for row in read_rows(results)):
+        return None
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return Path(run_dir)
 
 
 def _live_paths(kind: str) -> set[str] | None:

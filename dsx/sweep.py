@@ -29,7 +29,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from dsx import leftovers
+from dsx import leftovers, op_cache
 from dsx.config_facts import configuration_label
 from dsx.results import config_hash, read_rows
 
@@ -263,7 +263,7 @@ class SweepLock:
         self.fd = fd
         left = _read_json(self.path)
         self.write(pgid=None)
-        return left if left and left.get("pgid") else None
+        return left if left and (left.get("pgid") or left.get("run_dir")) else None
 
     def write(self, pgid: int | None, run_dir: str | None = None) -> None:
         assert self.fd is not None
@@ -287,36 +287,41 @@ def _read_json(path: Path) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def reap_orphans(left: dict) -> str | None:
-    """Kill what is left of the trial a killed sweep was running (its process group), if anything; say what."""
+def reap_orphans(left: dict, results: Path | None = None) -> str | None:
+    """Kill what is left of the trial a killed sweep was running (its process group), if anything, and remove what
+    it left: shared-memory buffers and build locks no live process holds, and its run folder when it has no row in
+    `results` (the trial runs again); say what."""
     pgid = left.get("pgid")
-    if not isinstance(pgid, int) or pgid <= 1:
-        return None
-    import psutil
+    ours, members = [], []
+    if isinstance(pgid, int) and pgid > 1:
+        import psutil
 
-    members = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if os.getpgid(proc.info["pid"]) == pgid:
+                    members.append(proc)
+            except (ProcessLookupError, PermissionError, psutil.Error):
+                continue
+        ours = [p for p in members if any(word in " ".join(p.info["cmdline"] or []) for word in
+                                          ("train_rank", "deepspeed"))]
+    if ours:
         try:
-            if os.getpgid(proc.info["pid"]) == pgid:
-                members.append(proc)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    ours = [p for p in members if any(word in " ".join(p.info["cmdline"] or []) for word in
-                                      ("train_rank", "deepspeed"))]
-    if not ours:
-        return None
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return None
-    deadline = time.monotonic() + 10  # the kernel unmaps a killed process's memory as it dies: wait for that
-    while time.monotonic() < deadline and any(_alive(p) for p in members):
-        time.sleep(0.1)
-    # The killed ranks' shared-memory buffers and any JIT-build lock they held die with them only on disk.
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            ours = []
+        deadline = time.monotonic() + 10  # the kernel unmaps a killed process's memory as it dies: wait for that
+        while time.monotonic() < deadline and any(_alive(p) for p in members):
+            time.sleep(0.1)
+    # The killed (or finished, orphaned) ranks' shared-memory buffers and any JIT-build lock they held outlive them.
     leftovers.remove(leftovers.stale_shm_buffers())
-    leftovers.remove(leftovers.stale_jit_locks(leftovers.extensions_dir(os.environ)))
-    return (f"stopped {len(ours)} process(es) of the trial a killed dsx sweep left running (process group {pgid}, "
-            f"{left.get('run_dir')}); that trial runs again")
+    leftovers.remove(leftovers.stale_jit_locks(op_cache.effective_dir(os.environ)[0]))
+    folder = leftovers.remove_run_dir_without_row(left.get("run_dir"), results) if results else None
+    if ours:
+        return (f"stopped {len(ours)} process(es) of the trial a killed dsx sweep left running (process group {pgid}, "
+                f"{left.get('run_dir')}); that trial runs again")
+    if folder:
+        return f"removed {folder}, the folder of a trial a killed dsx sweep left without a row; that trial runs again"
+    return None
 
 
 def _alive(proc) -> bool:
@@ -567,7 +572,7 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
     outcome = SweepRun(spec=spec)
     try:
         if left:
-            reaped = reap_orphans(left)
+            reaped = reap_orphans(left, results_path)
             if reaped:
                 outcome.notes.append(reaped)
         done = done_rows(results_path, spec.retry_failed)

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["python", "torch", "CUDA", "nvcc", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "ninja", "C++ compiler", "libaio",
-         "pdsh", "ssh", "DeepSpeed", "op cpu_adam", "op fused_adam", "op async_io", "TORCH_EXTENSIONS_DIR", "JIT-build locks", "/dev/shm"]
+         "pdsh", "ssh", "DeepSpeed", "op cpu_adam", "op fused_adam", "op async_io", "accelerate", "TORCH_EXTENSIONS_DIR", "JIT-build locks", "/dev/shm"]
 
 
 @pytest.mark.deepspeed
@@ -93,3 +93,64 @@ def test_doctor_names_a_stale_jit_build_lock_and_how_to_remove_it(tmp_path):
     lock = out[0]
     assert (lock.level, lock.name, lock.fix) == ("WARN", "JIT-build locks", f"rm {tmp_path / 'fused_adam' / 'lock'}")
     assert lock.detail.startswith(f"1 stale: {tmp_path / 'fused_adam' / 'lock'} (a process killed while loading")
+
+
+def test_doctor_names_this_environments_op_cache_and_only_the_ops_built_there(tmp_path):
+    """Another venv's builds in torch's shared default folder are not this environment's (issue 21)."""
+    from dsx import op_cache
+    from dsx.doctor import op_cache_check
+
+    env = {"HOME": str(tmp_path)}
+    folder = op_cache.environment_dir(env)
+    shared = tmp_path / ".cache" / "torch_extensions" / "py311_cpu" / "fused_adam"
+    shared.mkdir(parents=True)
+    (shared / "fused_adam.so").touch()
+    whose = "(this Python environment's own; dsx run, sweep and launch set it)"
+    assert op_cache_check(env).render() == (
+        f"OK    TORCH_EXTENSIONS_DIR: {folder} {whose}; nothing built there yet: the first run JIT-builds the ops "
+        "it needs (a minute or two each on CPU)")
+    (folder / "cpu_adam").mkdir(parents=True)
+    (folder / "cpu_adam" / "cpu_adam.so").touch()
+    assert op_cache_check(env).render() == f"OK    TORCH_EXTENSIONS_DIR: {folder} {whose}; built there: cpu_adam"
+
+
+def test_doctor_names_a_torch_extensions_dir_the_user_set(tmp_path):
+    from dsx.doctor import op_cache_check
+
+    assert op_cache_check({"TORCH_EXTENSIONS_DIR": str(tmp_path)}).render() == (
+        f"OK    TORCH_EXTENSIONS_DIR: {tmp_path} (set by you); nothing built there yet: the first run JIT-builds the "
+        "ops it needs (a minute or two each on CPU)")
+
+
+def test_doctor_says_whether_accelerate_is_there_for_the_trainer_and_how_to_get_it():
+    """transformers' Trainer raises ImportError without accelerate (issue 21); dsx run does not need it."""
+    from dsx.doctor import TRAINER_USE, accelerate_check
+
+    assert TRAINER_USE == ("the transformers Trainer needs it (a script launched with dsx launch --config-arg "
+                           "--deepspeed, configs from dsx config --hf-auto); dsx run and sweep do not")
+    assert accelerate_check("1.2.0", "1.1.0").render() == f"OK    accelerate: 1.2.0: {TRAINER_USE}"
+    assert accelerate_check(None, "1.1.0").render() == (
+        f"WARN  accelerate: not installed: {TRAINER_USE}\n"
+        "      fix: pip install 'accelerate>=1.1.0' (or pip install 'dsx[trainer]')")
+    assert accelerate_check("0.30.0", "1.1.0").render().startswith(
+        "WARN  accelerate: 0.30.0, older than the 1.1.0 the installed transformers wants: ")
+
+
+def test_doctor_checks_the_accelerate_installed_here_against_what_transformers_wants():
+    from importlib import metadata
+
+    from transformers.utils.import_utils import ACCELERATE_MIN_VERSION
+
+    from dsx.doctor import Check, _accelerate_check, accelerate_check
+
+    out: list[Check] = []
+    _accelerate_check(out)
+    try:
+        installed = metadata.version("accelerate")
+    except metadata.PackageNotFoundError:
+        installed = None
+    assert out == [accelerate_check(installed, ACCELERATE_MIN_VERSION)]
+
+
+def test_the_trainer_extra_brings_accelerate():
+    assert '\ntrainer = ["accelerate>=0.26"]\n' in (ROOT / "pyproject.toml").read_text()

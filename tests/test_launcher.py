@@ -8,10 +8,12 @@ import os
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from dsx import op_cache
 from dsx.launcher import RANK_SCRIPT, LaunchError, LaunchPlan, build_launch, clean_arch_list, run_plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +87,23 @@ def test_more_ranks_than_visible_gpus_or_uuid_devices_are_refused():
         plan("cpu", 0)
 
 
+def test_a_launch_caches_ops_in_this_python_environments_own_folder(tmp_path, monkeypatch):
+    """Venvs sharing ~/.cache/torch_extensions rebuild each other's ops (issue 21): each gets a folder of its own,
+    in the launch's environment (so --dry-run shows it); a TORCH_EXTENSIONS_DIR the user set is kept."""
+    env = {"PATH": "/usr/bin", "HOME": str(tmp_path)}
+    p = plan(env=env)
+    folder = p.env["TORCH_EXTENSIONS_DIR"]
+    assert folder == str(op_cache.environment_dir(env))
+    assert Path(folder).parent == tmp_path / ".cache" / "dsx" / "torch_extensions"
+    assert Path(folder).name.startswith(f"py{sys.version_info.major}.{sys.version_info.minor}-torch"
+                                        f"{metadata.version('torch')}-deepspeed{metadata.version('deepspeed')}-")
+    assert p.env_changes["TORCH_EXTENSIONS_DIR"] == folder and f"  TORCH_EXTENSIONS_DIR={folder}" in p.describe()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "another-venv"))
+    assert plan(env=env).env["TORCH_EXTENSIONS_DIR"] != folder
+    mine = plan(env={**env, "TORCH_EXTENSIONS_DIR": "/cache/ext"})
+    assert mine.env["TORCH_EXTENSIONS_DIR"] == "/cache/ext" and "TORCH_EXTENSIONS_DIR" not in mine.env_changes
+
+
 def test_describe_shows_the_command_and_every_environment_change():
     p = plan("cuda", 1, env={"TORCH_CUDA_ARCH_LIST": "9.0a"}, caps=[(9, 0)])
     text = p.describe()
@@ -147,6 +166,22 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path):
         os.kill(pid, 0)
 
 
+def test_run_plan_says_in_one_line_when_deepspeed_builds_an_op(tmp_path, capsys):
+    """torch runs ninja in the op's build folder in every process that loads the op; a ninja that has started a
+    compiler is a build, and the user hears of it once, even when the job's output is not shown."""
+    op = tmp_path / "ext" / "cpu_adam"
+    op.mkdir(parents=True)
+    ninja = op / "ninja"
+    ninja.write_text("#!/bin/sh\nsleep 3\ntrue\n")
+    ninja.chmod(0o755)
+    p = LaunchPlan(argv=["sh", "-c", f"cd {op} && ./ninja && ./ninja"], env=dict(os.environ), cwd=str(tmp_path))
+    assert run_plan(p, timeout_s=60).returncode == 0
+    assert capsys.readouterr().err == op_cache.build_notice("cpu_adam") + "\n"
+    assert op_cache.build_notice("cpu_adam") == (
+        "dsx: DeepSpeed is building its cpu_adam op (first use in this Python environment: a minute or two on CPU, "
+        "less on a GPU host); the job goes on when it is built")
+
+
 def test_run_plan_returns_the_exit_status_and_output(tmp_path):
     p = LaunchPlan(argv=[sys.executable, "-c", "print('hello'); raise SystemExit(3)"], env=dict(os.environ),
                    cwd=str(tmp_path))
@@ -168,15 +203,14 @@ def test_dry_run_prints_argv_env_and_config_and_runs_nothing(tmp_path):
     assert "-m deepspeed.launcher.runner --num_gpus 2 --num_nodes 1 --master_addr 127.0.0.1 --master_port" in text
     assert f"--no_local_rank {RANK_SCRIPT} --plan-json" in text
     assert "  DS_ACCELERATOR=cpu" in text and "  OMP_NUM_THREADS=" in text
-    config_line = next(line for line in text.splitlines() if line.startswith("DeepSpeed config: "))
-    config = json.loads(Path(config_line.split(": ", 1)[1]).read_text())
+    config_text = text.split("; --dry-run writes nothing):\n", 1)[1].split("\nrank plan", 1)[0]
+    config = json.loads(config_text)
     assert config["zero_optimization"]["stage"] == 3
     assert (config["train_micro_batch_size_per_gpu"], config["train_batch_size"]) == (2, 4)  # world size 2
-    assert not results.exists()  # nothing ran, no row
-    run_dir = Path(config_line.split(": ", 1)[1]).parent
-    assert sorted(p.name for p in run_dir.iterdir()) == ["ds_config.json", "plan.json"]
-    plan_data = json.loads((run_dir / "plan.json").read_text())
+    plan_line = next(line for line in text.splitlines() if line.startswith("rank plan (a run writes it to "))
+    plan_data = json.loads(plan_line.split("): ", 1)[1])
     assert (plan_data["model"], plan_data["micro_batch"], plan_data["device"]) == ("gpt2-tiny", 2, "cpu")
+    assert list(tmp_path.iterdir()) == []  # "run nothing": no row, no run folder (issue 21)
 
 
 def test_run_and_doctor_help_do_not_import_torch_or_deepspeed():
@@ -233,23 +267,39 @@ def test_no_ssh_starts_one_runner_per_node_with_its_node_rank():
 
 
 @pytest.mark.parametrize("command, expected", [
-    (["python", "train.py", "--x", "1"], (["train.py", "--x", "1"], False)),
-    (["python3.11", "train.py"], (["train.py"], False)),
-    ([sys.executable, "train.py"], (["train.py"], False)),
-    (["train.py", "--y"], (["train.py", "--y"], False)),
-    (["torchrun-like-tool", "a"], (["torchrun-like-tool", "a"], True)),
+    (["python", "train.py", "--x", "1"], (["train.py", "--x", "1"], [])),
+    (["python3.11", "train.py"], (["train.py"], [])),
+    ([sys.executable, "train.py"], (["train.py"], [])),
+    (["train.py", "--y"], (["train.py", "--y"], [])),
+    (["torchrun-like-tool", "a"], (["torchrun-like-tool", "a"], ["--no_python"])),
+    (["python", "-m", "pkg.train", "--x"], (["pkg.train", "--x"], ["--module"])),
 ])
-def test_a_user_command_reaches_the_runner_as_a_script_or_with_no_python(command, expected):
+def test_a_user_command_reaches_the_runner_as_a_script_a_module_or_with_no_python(command, expected):
     from dsx.launcher import user_rank_command
 
     assert user_rank_command(command) == expected
 
 
-def test_python_options_instead_of_a_script_are_refused():
+@pytest.mark.parametrize("command", [["python", "-c", "print(1)"], ["python", "-m"], ["python"]])
+def test_python_options_other_than_m_are_refused(command):
     from dsx.launcher import user_rank_command
 
-    with pytest.raises(LaunchError, match="dsx launch runs a script: -- python SCRIPT.py ARGS"):
-        user_rank_command(["python", "-m", "pkg"])
+    with pytest.raises(LaunchError) as caught:
+        user_rank_command(command)
+    assert str(caught.value) == (
+        "dsx launch runs a script or a module: -- python SCRIPT.py ARGS or -- python -m MODULE ARGS (python's "
+        "other options, such as -c, are not supported by DeepSpeed's runner)")
+
+
+def test_a_user_command_gets_local_rank_from_the_runner_unless_asked_not_to():
+    """DeepSpeed's runner appends --local_rank=N to a script's arguments by default (dsx run's own rank script
+    asks it not to, with --no_local_rank)."""
+    def launch(**kw):
+        return build_launch(world_size=1, device="cpu", master_port=29555, base_env={}, cwd="/w", python=PY,
+                            user_command=["python", "-m", "pkg.train", "--x"], **kw).argv
+
+    assert launch()[-5:] == ["--master_port", "29555", "--module", "pkg.train", "--x"]
+    assert launch(local_rank_arg=False)[-4:] == ["--module", "--no_local_rank", "pkg.train", "--x"]
 
 
 def test_dsx_launch_refuses_node_flags_without_a_hostfile_in_run_s_words(tmp_path):
@@ -261,3 +311,56 @@ def test_dsx_launch_refuses_node_flags_without_a_hostfile_in_run_s_words(tmp_pat
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1] == "Error: --include, --launcher need(s) --hostfile"
+
+
+# ---------------------------------------------------------------------------------------------- dsx launch
+
+
+def dsx_launch(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`dsx launch ARGS` in tmp_path, with TMPDIR=tmp_path/tmp, which it must leave empty of dsx-launch-* folders;
+    the config is tmp_path/ds.json (one micro-batch, nothing else)."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    config = tmp_path / "ds.json"
+    if not config.exists():
+        config.write_text('{"train_micro_batch_size_per_gpu": 1}')
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    out = subprocess.run([sys.executable, "-m", "dsx", "launch", *args], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    assert "Traceback" not in out.stderr.split("dsx launch: world size", 1)[0], out.stderr  # none of dsx's own
+    assert list((tmp_path / "tmp").glob("dsx-launch-*")) == []
+    return out
+
+
+def test_dsx_launch_dry_run_leaves_no_temporary_folder(tmp_path):
+    out = dsx_launch(tmp_path, "--config", "ds.json", "--dry-run", "--", "python", "train.py")
+    assert out.returncode == 0, out.stderr
+    assert f" train.py --deepspeed_config {tmp_path / 'ds.json'}" in out.stdout
+
+
+def test_a_script_that_does_not_take_local_rank_exits_2_and_dsx_says_so_and_that_it_was_the_script(tmp_path):
+    """DeepSpeed's runner appends --local_rank=N (dsx launch keeps that default); an argparse script without it
+    exits 2, which dsx's own refusals also use: the last line says whose status it is (issue 21)."""
+    (tmp_path / "train.py").write_text("import argparse\nparser = argparse.ArgumentParser()\n"
+                                       "parser.add_argument('--deepspeed_config')\nparser.parse_args()\n")
+    out = dsx_launch(tmp_path, "--config", "ds.json", "--", "python", "train.py")
+    assert out.returncode == 2
+    assert "train.py: error: unrecognized arguments: --local_rank=0" in out.stderr
+    assert out.stderr.rstrip().splitlines()[-2:] == [
+        "dsx launch: the script does not accept --local_rank=N, which DeepSpeed's runner appends to every rank's "
+        "arguments: accept it (argparse: parser.add_argument(\"--local_rank\", type=int, default=-1)) or launch "
+        "with --no-local-rank",
+        "dsx launch: the job exited with 2: the exit status of your command on a rank, not a refusal by dsx (dsx "
+        "refuses before starting anything, with \"Error: ...\")"]
+
+
+def test_python_m_module_is_launched_through_the_runners_module_flag_with_or_without_local_rank(tmp_path):
+    (tmp_path / "tinymod.py").write_text("import json, os, sys\n"
+                                         "open(f'argv-{os.environ[\"RANK\"]}.json', 'w').write(json.dumps(sys.argv[1:]))\n")
+    config = str(tmp_path / "ds.json")
+    out = dsx_launch(tmp_path, "--config", "ds.json", "--", "python", "-m", "tinymod", "--x", "1")
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "argv-0.json").read_text()) == ["--local_rank=0", "--x", "1", "--deepspeed_config",
+                                                                  config]
+    out = dsx_launch(tmp_path, "--no-local-rank", "--config", "ds.json", "--", "python", "-m", "tinymod")
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "argv-0.json").read_text()) == ["--deepspeed_config", config]

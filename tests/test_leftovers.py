@@ -39,9 +39,31 @@ def test_deepspeed_leaves_its_cpu_allreduce_buffer_in_dev_shm_after_a_clean_exit
         assert done.returncode == 0, done.stderr[-2000:]
         left = leftovers.shm_buffers("127.0.0.1", port)
         assert [p.name for p in left] == [f"deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_{port}_0"]
+        assert left == [leftovers.rank_shm_buffer(env)]  # the name a rank computes for its own buffer
         assert left[0].stat().st_size > 32 * 2**20  # tens of MB of RAM-backed tmpfs per rank
     finally:
         leftovers.remove(leftovers.shm_buffers("127.0.0.1", port))
+
+
+def test_a_finished_rank_unlinks_its_own_buffer_after_the_last_barrier(tmp_path):
+    """So a rank whose dsx was killed (kill -9 of a sweep) and that finishes on its own leaves nothing in
+    /dev/shm (issue 21). After the barrier every rank has long opened every buffer; the name is not needed."""
+    from dsx.rank.loop import leave_process_group
+
+    own, peer = _buffer(tmp_path, 29500, 1), _buffer(tmp_path, 29500, 0)
+    calls = []
+
+    class Dist:
+        def barrier(self):
+            calls.append(("barrier", own.exists()))
+
+        def destroy_process_group(self):
+            calls.append(("destroy", own.exists()))
+
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "1"}
+    leave_process_group(Dist(), env, shm_dir=tmp_path)
+    assert calls == [("barrier", True), ("destroy", False)]
+    assert peer.exists()  # rank 0 unlinks its own
 
 
 def test_shm_buffers_of_a_job_are_those_of_its_address_and_port_only(tmp_path):

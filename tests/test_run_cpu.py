@@ -8,6 +8,7 @@ the rows before them are untouched.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -265,6 +266,21 @@ def refused(tmp_path, **changes) -> str:
         prepare(request)
     assert not (tmp_path / "runs.jsonl").exists()
     return str(info.value)
+
+
+def test_a_run_refused_when_its_launch_is_built_leaves_no_run_folder(tmp_path, monkeypatch):
+    """The launch is built (and a hostfile's nodes checked over ssh) after the trial is resolved; the run's folder
+    is written only after that, so a refusal there leaves no results/runs/<id>/ without a row (issue 21)."""
+    from dsx.launcher import LaunchError
+
+    stage = importlib.import_module("dsx.run.prepare")  # the module: dsx.run.prepare is also the function's name
+
+    def refuse(**_):
+        raise LaunchError("no launch today")
+
+    monkeypatch.setattr(stage, "build_launch", refuse)
+    assert refused(tmp_path) == "no launch today"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_config_file_with_auto_is_refused(tmp_path):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import click
 import pytest
@@ -204,6 +205,51 @@ def test_a_process_group_that_is_not_a_dsx_trial_is_left_alone():
     finally:
         other.kill()
         other.wait()
+
+
+def _run_folder(tmp_path, name: str) -> Path:
+    folder = tmp_path / "r" / name
+    folder.mkdir(parents=True)
+    (folder / "plan.json").write_text("{}")
+    (folder / "rank-0.json").write_text("{}")  # the orphaned rank finished and reported; its dsx was gone
+    return folder
+
+
+def test_the_folder_of_a_killed_sweeps_trial_without_a_row_is_removed_and_one_with_a_row_kept(tmp_path):
+    """A sweep killed while a trial ran leaves that trial's folder without a row; the trial runs again, in a new
+    folder, so the next sweep removes the old one (issue 21: run folders without rows piled up)."""
+    results = tmp_path / "r.jsonl"
+    unrecorded = _run_folder(tmp_path, "a1")
+    assert reap_orphans({"pgid": None, "run_dir": str(unrecorded)}, results) == (
+        f"removed {unrecorded}, the folder of a trial a killed dsx sweep left without a row; that trial runs again")
+    assert not unrecorded.exists()
+    recorded = _run_folder(tmp_path, "b2")  # dsx was killed after writing the row, before clearing the lock
+    append_row(results, {"trial_key": "k", "status": "ok", "run_dir": str(recorded)})
+    assert reap_orphans({"pgid": None, "run_dir": str(recorded)}, results) is None
+    assert recorded.exists()
+    assert reap_orphans({"pgid": None, "run_dir": str(tmp_path)}, results) is None  # not a run folder: kept
+    assert tmp_path.exists()
+
+
+def test_the_lock_names_the_trial_folder_of_a_sweep_killed_before_its_launcher_started(tmp_path):
+    lock = SweepLock(tmp_path / "r.jsonl")
+    lock.acquire()
+    lock.write(pgid=None, run_dir="/somewhere")
+    os.close(lock.fd)
+    assert SweepLock(tmp_path / "r.jsonl").acquire() == {"pid": os.getpid(), "pgid": None, "run_dir": "/somewhere"}
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+def test_the_next_sweep_removes_buffers_of_a_killed_sweeps_trial_even_when_its_ranks_are_gone(tmp_path):
+    from dsx import leftovers
+
+    buffer = Path(f"/dev/shm/{leftovers.SHM_PREFIX}_{os.getuid()}_127.0.0.1_1_0")  # port 1: no real job's
+    buffer.write_bytes(b"\0" * 4096)
+    try:
+        reap_orphans({"pgid": 999_999_999, "run_dir": None}, tmp_path / "r.jsonl")
+        assert not buffer.exists()
+    finally:
+        buffer.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------ CLI

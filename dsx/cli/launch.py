@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 
@@ -22,17 +23,29 @@ from dsx.cli.options import node_options
 @node_options
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=0,
               help="Kill the whole job after this many seconds (0: never).")
+@click.option("--no-local-rank", is_flag=True,
+              help="Do not append --local_rank=N to the command's arguments (DeepSpeed's runner does by default); "
+                   "each rank still finds LOCAL_RANK in its environment.")
 @click.option("--dry-run", is_flag=True, help="Print the checked launch (commands, environment, layout); run nothing.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes):
+def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, command, **nodes):
     """Launch COMMAND (after --) on every rank, under a DeepSpeed config dsx has checked.
 
-    The config is linted for the world size of the launch (errors refuse it, exit 2), the launch is built as
-    data (hostfile, --include/--exclude, .deepspeed_env for remote ranks), every node is checked over ssh, and
-    DeepSpeed's runner starts it. Exits with the job's status (124 when --timeout killed it).
+    COMMAND is `python SCRIPT.py ARGS`, `python -m MODULE ARGS` or a program. The config is linted for the world
+    size of the launch (errors refuse it), the launch is built as data (hostfile, --include/--exclude,
+    .deepspeed_env for remote ranks), every node is checked over ssh, and DeepSpeed's runner starts it.
+
+    As with DeepSpeed's own launcher, each rank's arguments end in --local_rank=N, so the script must accept it
+    (argparse: parser.add_argument("--local_rank", type=int, default=-1)), unless --no-local-rank; LOCAL_RANK,
+    RANK and WORLD_SIZE are in every rank's environment either way.
+
+    Exit status: the job's own, so 2 may be your script's (an argparse error, say): dsx's last line then says
+    "the job exited with 2". 2 with "Error: ..." is dsx refusing the launch before starting anything; 124: --timeout
+    killed the job; 130: interrupted.
 
     \b
     dsx launch --config ds.json -- python train.py --epochs 1
+    dsx launch --config ds.json -- python -m mypackage.train --epochs 1
     dsx launch --hostfile hostfiles/two-nodes-8gpu --master-addr node1 --config ds.json --config-arg --deepspeed \\
         -- python train.py --output_dir out
     """
@@ -48,57 +61,78 @@ def command(config_path, config_arg, gpus, timeout_s, dry_run, command, **nodes)
     if command and command[0] == "--":
         command = command[1:]
     node_request = NodeRequest(**nodes)
+    work = None  # a temporary folder for the .deepspeed_env of a multi-node launch, removed whatever happens
     try:
-        device, visible = detect_device()
-        placement = place(node_request, gpus, device, visible)
-        world = placement.world_size
         try:
-            loaded = read_config(config_path)
-            target = resolve_target(None)
-        except (UnreadableConfig, VersionError) as exc:
-            raise RunRefused(str(exc)) from None
-        findings = lint(loaded.data, target=target, world_size=world, duplicate_keys=loaded.duplicate_keys)
-        errors = [f for f in findings if f.severity == "error"]
-        if errors:
-            lines = "\n".join("  " + f.render() for f in errors)
-            raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}:\n{lines}")
-        for finding in findings:
-            click.echo(f"dsx launch: {finding.render()}", err=True)
+            device, visible = detect_device()
+            placement = place(node_request, gpus, device, visible)
+            world = placement.world_size
+            try:
+                loaded = read_config(config_path)
+                target = resolve_target(None)
+            except (UnreadableConfig, VersionError) as exc:
+                raise RunRefused(str(exc)) from None
+            findings = lint(loaded.data, target=target, world_size=world, duplicate_keys=loaded.duplicate_keys)
+            errors = [f for f in findings if f.severity == "error"]
+            if errors:
+                lines = "\n".join("  " + f.render() for f in errors)
+                raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}:\n{lines}")
+            for finding in findings:
+                click.echo(f"dsx launch: {finding.render()}", err=True)
 
-        if config_arg.lower() != "none":
-            command = [*command, config_arg, os.path.abspath(config_path)]
-        env = dict(os.environ)
-        work = tempfile.mkdtemp(prefix="dsx-launch-")
-        node_spec = launch_nodes(node_request, placement, gpus, env, env_file=os.path.join(work, "deepspeed_env"),
-                                 check=not dry_run)
-        _, capabilities = gpu_capabilities(device, env)
+            if config_arg.lower() != "none":
+                command = [*command, config_arg, os.path.abspath(config_path)]
+            env = dict(os.environ)
+            if placement.layout is not None and node_request.launcher != "no-ssh":
+                work = tempfile.mkdtemp(prefix="dsx-launch-")
+            node_spec = launch_nodes(node_request, placement, gpus, env,
+                                     env_file=os.path.join(work, "deepspeed_env") if work else "", check=not dry_run)
+            _, capabilities = gpu_capabilities(device, env)
+            try:
+                plan = build_launch(world_size=world, device=device,
+                                    master_port=node_request.master_port or free_port(), base_env=env,
+                                    cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
+                                    master_addr=master_addr(node_request, placement), nodes=node_spec,
+                                    user_command=command, local_rank_arg=not no_local_rank)
+            except LaunchError as exc:
+                raise RunRefused(str(exc)) from None
+        except RunRefused as exc:
+            raise click.UsageError(str(exc)) from None
+
+        if dry_run:
+            click.echo(plan.describe())
+            if placement.layout is not None:
+                click.echo("\n" + placement.layout.describe())
+            return
+        for path, text in plan.files.items():
+            with open(path, "w") as f:
+                f.write(text)
+        click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
         try:
-            plan = build_launch(world_size=world, device=device, master_port=node_request.master_port or free_port(),
-                                base_env=env, cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
-                                master_addr=master_addr(node_request, placement), nodes=node_spec,
-                                user_command=command)
-        except LaunchError as exc:
-            raise RunRefused(str(exc)) from None
-    except RunRefused as exc:
-        raise click.UsageError(str(exc)) from None
-
-    for path, text in plan.files.items():
-        with open(path, "w") as f:
-            f.write(text)
-    if dry_run:
-        click.echo(plan.describe())
-        if placement.layout is not None:
-            click.echo("\n" + placement.layout.describe())
-        return
-    click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
-    try:
-        done = run_plan(plan, timeout_s or None, log_path=os.path.join(work, "launcher.log"), echo=True)
-    except KeyboardInterrupt:
-        click.echo("dsx launch: interrupted; every rank was stopped", err=True)
-        sys.exit(130)
+            done = run_plan(plan, timeout_s or None, echo=True)
+        except KeyboardInterrupt:
+            click.echo("dsx launch: interrupted; every rank was stopped", err=True)
+            sys.exit(130)
+    finally:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
     if done.timed_out:
         click.echo(f"dsx launch: timed out after {timeout_s:g} s; the whole job was killed", err=True)
         sys.exit(124)
     if done.returncode:
-        click.echo(f"dsx launch: the job exited with {done.returncode} (output also in {work}/launcher.log)", err=True)
+        for line in job_failure_lines(done.returncode, done.tail):
+            click.echo(line, err=True)
     sys.exit(done.returncode or 0)
+
+
+def job_failure_lines(code: int, tail: str) -> list[str]:
+    """What dsx says when the job failed: its status is the command's, not a refusal of dsx's (which exit 2 too,
+    before anything starts), and the fix when the script choked on the runner's --local_rank."""
+    lines = []
+    if "unrecognized arguments:" in tail and "--local_rank" in tail:
+        lines.append("dsx launch: the script does not accept --local_rank=N, which DeepSpeed's runner appends to every "
+                     "rank's arguments: accept it (argparse: parser.add_argument(\"--local_rank\", type=int, "
+                     "default=-1)) or launch with --no-local-rank")
+    lines.append(f"dsx launch: the job exited with {code}: the exit status of your command on a rank, not a refusal "
+                 "by dsx (dsx refuses before starting anything, with \"Error: ...\")")
+    return lines

@@ -36,7 +36,8 @@ ENTERED = time.time()
               help="JSON-lines file the row is appended to.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=3600, show_default=True,
               help="Kill the run after this many seconds (0: never).")
-@click.option("--dry-run", is_flag=True, help="Print the launcher command, environment changes and config; run nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the launcher command, environment changes and config; run and write nothing.")
 @click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log).")
 @click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, steps, warmup, tf32, compile_,
@@ -70,7 +71,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         memory_cap=memory_cap, **{key: config_and_nodes[key] for key in NODE_KEYS},
     )
     try:
-        prepared = prepare(request, check_nodes=not dry_run)
+        prepared = prepare(request, check_nodes=not dry_run, write=not dry_run)
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     if dry_run:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
+
+from dsx import leftovers
 
 from dsx.rank.faults import maybe_inject
 from dsx.rank.measure import NvmlSampler, apply_memory_cap, collect_memory, reset_peaks
@@ -125,10 +128,21 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
     collect_memory(torch, device, on_cuda, nvml, report)
     if not all(math.isfinite(x) for x in report.loss):
         report.notes.append("non-finite loss in the timed steps")
-    try:
-        import deepspeed.comm as dist
+    import deepspeed.comm as dist
 
+    leave_process_group(dist, os.environ)
+
+
+def leave_process_group(dist, env, shm_dir: Path = leftovers.SHM_DIR) -> None:
+    """Barrier, unlink this rank's shared-memory allreduce buffer, destroy the process group.
+
+    DeepSpeed never unlinks the buffer. Every rank opened every other rank's buffer in init_distributed, so after
+    the barrier nobody needs the name (the mappings stay valid). dsx removes a finished job's buffers itself too,
+    but a rank whose dsx was killed (kill -9 of a sweep) finishes on its own: this way it leaves nothing behind."""
+    try:
         dist.barrier()
+        if (buffer := leftovers.rank_shm_buffer(env, shm_dir)) is not None:
+            leftovers.remove([buffer])
         dist.destroy_process_group()
     except Exception:
         pass

@@ -48,12 +48,14 @@ class Prepared:
     trial_key: str = ""
     prepared_at: float = 0.0
     layout: Any = None
+    rank_plan: RankPlan | None = None
 
 
 def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
-            trial: Trial | None = None, check_nodes: bool = True) -> Prepared:
-    """Everything up to the launch; writes the config and plan into the run folder. RunRefused on bad input.
-    check_nodes=False (--dry-run) skips the ssh check of a hostfile's nodes."""
+            trial: Trial | None = None, check_nodes: bool = True, write: bool = True) -> Prepared:
+    """Everything up to the launch. RunRefused on bad input. The run's folder (config, rank plan, .deepspeed_env) is
+    written last, once nothing can refuse the run, and only with write: a refused run or a dry run leaves nothing
+    behind. --dry-run passes write=False and check_nodes=False (no ssh check of a hostfile's nodes)."""
     entered = request.entered_at or time.time()
     env = dict(os.environ if env is None else env)
     cwd = cwd or os.getcwd()
@@ -69,9 +71,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
     run_id = uuid.uuid4().hex
     results = Path(request.results)
     run_dir = (results.parent / results.stem / run_id).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "ds_config.json"
-    config_path.write_text(json.dumps(config, indent=2) + "\n")
     plan = RankPlan(
         run_id=run_id, model=resolved.name, overrides=resolved.overrides, seq_len=resolved.seq_len,
         vocab_pad=resolved.vocab_pad, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
@@ -81,7 +81,6 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         inject_failure=request.inject_failure, memory_cap=request.memory_cap,
     )
     plan_path = run_dir / PLAN_FILE
-    plan.write(plan_path)
     placement = Placement(world_size=world, layout=trial.layout)
     nodes = launch_nodes(request.nodes, placement, request.gpus, env, env_file=str(run_dir / "deepspeed_env"),
                          check=check_nodes)
@@ -92,8 +91,12 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
                               master_addr=master_addr(request.nodes, placement), nodes=nodes)
     except LaunchError as exc:
         raise RunRefused(str(exc)) from None
-    for path, text in launch.files.items():
-        Path(path).write_text(text)
+    if write:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(json.dumps(config, indent=2) + "\n")
+        plan.write(plan_path)
+        for path, text in launch.files.items():
+            Path(path).write_text(text)
     try:
         params = count_params(resolved)
     except Exception:  # counting is informative only; never block a run on it
@@ -104,14 +107,16 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         ds_config=config, ds_config_source=trial.ds_config_source, config_path=config_path, plan_path=plan_path,
         launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
         precision=precision_of(config), gpu_names=gpu_names[:world], notes=notes + launch.notes,
-        entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout,
+        entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout, rank_plan=plan,
     )
 
 
 def describe_dry_run(prepared: Prepared) -> str:
     lines = [prepared.launch.describe(),
-             f"DeepSpeed config: {prepared.config_path}",
-             f"rank plan: {prepared.plan_path}",
+             f"DeepSpeed config (a run writes it to {prepared.config_path}; --dry-run writes nothing):",
+             json.dumps(prepared.ds_config, indent=2),
+             f"rank plan (a run writes it to {prepared.plan_path}): "
+             f"{json.dumps(prepared.rank_plan.model_dump()) if prepared.rank_plan else '-'}",
              f"world size {prepared.world_size} ({prepared.device}), micro-batch {prepared.micro_batch}, "
              f"grad-accum {prepared.grad_accum}, {prepared.precision}, model {prepared.resolved.name} "
              f"({prepared.params:,} parameters)" if prepared.params else ""]
