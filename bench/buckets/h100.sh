@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The bucket-size study (issue 19, bench/buckets/README.md) on one GPU (kind nvidia-h100-x1), from the repo root, with
+# the wheelhouse carried in .whl:
+#     bash bench/buckets/h100.sh $OUT STAGE...
+# Every run is `dsx run` with ZeRO's reduce_bucket_size and allgather_bucket_size set to one value (--ds-set), all
+# else dsx's defaults plus torch's fused AdamW (no JIT build); rows go to $OUT/runs.jsonl, the log to $OUT/h100.log.
+#   gpt2  GPT-2 124M, micro-batch 16: ZeRO-2 at 5e8 (DeepSpeed's default), 2e8, 5e7, 1e7, 589824 (hidden^2, the
+#         Trainer's "auto" rule) and 1e9, then 5e8 again (drift); ZeRO-1 at 5e8 and 5e7
+#   xl    gpt2-xl, micro-batch 8: ZeRO-2 at 5e8, 1e8, 1e9
+set -uo pipefail
+usage="usage: bench/buckets/h100.sh OUT STAGE... (stages: gpt2 xl)"
+out=${1:?$usage}
+shift
+[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
+source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
+adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
+res=$out/runs.jsonl
+start_log "$out/h100.log"
+
+buckets() {  # buckets SIZE: the two ZeRO bucket keys at SIZE elements
+  echo --ds-set "zero_optimization.reduce_bucket_size=$1" --ds-set "zero_optimization.allgather_bucket_size=$1"
+}
+
+for stage in "$@"; do
+  case $stage in
+    gpt2)
+      gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 16 --steps 15 --warmup 5 --gpus 1
+            --results "$res" "${adam[@]}")
+      for size in 500000000 200000000 50000000 10000000 589824 1000000000 500000000; do
+        # shellcheck disable=SC2046  # buckets prints four words
+        run 150 python3 -m dsx run "${gpt2[@]}" --zero 2 $(buckets $size)
+      done
+      for size in 500000000 50000000; do
+        # shellcheck disable=SC2046
+        run 150 python3 -m dsx run "${gpt2[@]}" --zero 1 $(buckets $size)
+      done
+      ;;
+    xl)
+      xl=(--model gpt2-xl --vocab-pad 64 --seq-len 1024 --micro-batch 8 --steps 8 --warmup 3 --gpus 1
+          --results "$res" "${adam[@]}")
+      for size in 500000000 100000000 1000000000; do
+        # shellcheck disable=SC2046
+        run 200 python3 -m dsx run "${xl[@]}" --zero 2 $(buckets $size)
+      done
+      ;;
+    *) echo "bench/buckets/h100.sh: unknown stage $stage ($usage)" >&2; exit 2 ;;
+  esac
+done
+show_log
