@@ -1,0 +1,139 @@
+"""The grid of a sweep: SweepSpec (the axes and the trial settings) and its Configurations, one per point.
+
+A point is everything but the micro-batch; the micro-batches of each point are dsx.sweep.search's business. The
+spec's sweep_id hashes what decides the trials, so re-running the same command resumes the same sweep.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dsx.config_facts import configuration_label
+from dsx.results import config_hash
+
+AUTO = "auto"
+OFFLOAD_CHOICES = ("none", "cpu", "nvme")
+PRECISION_CHOICES = ("bf16", "fp16", "fp32")
+
+
+class SweepError(ValueError):
+    """The sweep cannot start as asked; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One point of the grid, without the micro-batch."""
+
+    zero: int
+    offload: str
+    offload_params: str
+    precision: str
+    act_ckpt: bool
+    compile: bool
+    gpus: int | None
+    vary: tuple[tuple[str, Any], ...] = ()
+    """Model overrides of this point (`--vary`), in the order given; seq_len and vocab_pad included."""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["vary"] = dict(self.vary)
+        return data
+
+    @property
+    def label(self) -> str:
+        extra = ([] if self.gpus is None else [f"{self.gpus}gpu"]) + [f"{k}={v}" for k, v in self.vary]
+        return configuration_label(zero=self.zero, offload=self.offload, offload_params=self.offload_params,
+                                   precision=self.precision, act_ckpt=self.act_ckpt, compile=self.compile,
+                                   extra=extra)
+
+    def problem(self, nvme_path: str | None) -> str | None:
+        """Why this point cannot run (skipped, no launch), or None."""
+        if self.offload != "none" and self.zero == 0:
+            return "optimizer offload needs ZeRO 1-3"
+        if self.offload_params != "none" and self.zero != 3:
+            return "parameter offload needs ZeRO-3"
+        if "nvme" in (self.offload, self.offload_params) and not nvme_path:
+            return "NVMe offload needs --nvme-path"
+        return None
+
+
+@dataclass
+class SweepSpec:
+    model: str
+    zero: list[int]
+    offload: list[str]
+    offload_params: list[str] = field(default_factory=lambda: ["none"])
+    precision: list[str] = field(default_factory=lambda: ["bf16"])
+    act_ckpt: list[bool] = field(default_factory=lambda: [False])
+    compile: list[bool] = field(default_factory=lambda: [False])
+    gpus: list[int | None] = field(default_factory=lambda: [None])
+    vary: dict[str, list[Any]] = field(default_factory=dict)
+    one_at_a_time: bool = False
+    """--vary points: the base model plus one key changed at a time (for a parameter-effects table), instead of
+    every combination."""
+    micro_batch: list[int] | str = AUTO
+    mb_start: int = 1
+    mb_max: int = 1024
+    mb_tolerance: float = 0.0
+    """Stop bisecting when (first OOM - largest fit) <= max(1, tolerance x largest fit): 0 finds the exact boundary,
+    0.25 saves trials on big models."""
+    grad_accum: int = 1
+    steps: int = 5
+    warmup: int = 2
+    overrides: dict[str, Any] = field(default_factory=dict)
+    seq_len: int | None = None
+    vocab_pad: int | None = None
+    nvme_path: str | None = None
+    optimizer: str | None = None
+    lr: float | None = None
+    ds_sets: tuple[str, ...] = ()
+    attn: str = "sdpa"
+    tf32: bool = False
+    memory_cap: int | None = None
+    trial_timeout_s: float | None = 1800.0
+    results: str = "results/runs.jsonl"
+    retry_failed: bool = False
+    inject: dict[int, str] = field(default_factory=dict)
+    """Tests: trial number (1-based, in the order trials are launched) -> --inject-failure spec."""
+    prune: bool = True
+    """Use dsx estimate on a calibrated GPU: skip configurations predicted not to fit, start the micro-batch search
+    at the predicted largest, run the likely fastest configurations first (--no-prune turns it off)."""
+    keep_within: float = 0.1
+    """With pruning: skip configurations predicted slower than the predicted fastest by more than this fraction
+    (1 keeps every one that fits). dsx estimate's tokens/s is rough alone but errs alike across one model's
+    configurations, so the ranking holds better than the figures."""
+    estimate_gpu: str | None = None
+    """The calibrated GPU kind (dsx.estimate.GPUS) the estimates are for; None: the visible GPU's, if calibrated."""
+    nodes: dict[str, Any] = field(default_factory=dict)
+    """dsx run's multi-node options for every trial (hostfile, launcher, include, exclude, num_nodes, master_addr,
+    master_port, ssh_port), those given only."""
+
+    def sweep_id(self) -> str:
+        """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
+        keys = ("model", "zero", "offload", "offload_params", "precision", "act_ckpt", "compile", "gpus", "vary",
+                "one_at_a_time", "micro_batch", "mb_start", "mb_max", "mb_tolerance", "grad_accum", "steps",
+                "warmup", "overrides", "seq_len", "vocab_pad", "nvme_path", "optimizer", "lr", "ds_sets", "attn",
+                "tf32", "memory_cap")
+        nodes = {"nodes": self.nodes} if self.nodes else {}  # ids of single-node sweeps stay as they were
+        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes})[:16]
+
+    def vary_points(self) -> list[tuple[tuple[str, Any], ...]]:
+        if not self.vary:
+            return [()]
+        keys = list(self.vary)
+        if self.one_at_a_time:
+            return [()] + [((k, v),) for k in keys for v in self.vary[k]]
+        return [tuple(zip(keys, values)) for values in itertools.product(*(self.vary[k] for k in keys))]
+
+    def configurations(self) -> list[Configuration]:
+        return [Configuration(z, o, op, p, a, c, g, v) for z, o, op, p, a, c, g, v in itertools.product(
+            self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile, self.gpus,
+            self.vary_points())]
+
+
+
+def default_model(device: str) -> str:
+    """The model when --model is not given: a tiny one on CPU ranks (seconds per trial), GPT-2 124M on GPUs."""
+    return "gpt2" if device == "cuda" else "gpt2-tiny"

@@ -1,0 +1,159 @@
+"""The sweep itself: take the lock, plan, then for each configuration run its micro-batch search, one launched
+trial per probe, each row appended before the next trial starts; SweepRun says what this invocation did.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dsx.results import read_rows
+from dsx.sweep.grid import AUTO, Configuration, SweepSpec
+from dsx.sweep.lock import SweepLock, reap_orphans
+from dsx.sweep.planning import PREDICTED_STEP, Plan, plan, preflight, visible_gpu_kind
+from dsx.sweep.search import Probe, SearchResult, fixed_micro_batches, search_micro_batch
+from dsx.sweep.trials import done_rows, run_request
+
+
+@dataclass
+class TrialOutcome:
+    number: int
+    configuration: Configuration
+    micro_batch: int
+    search: str
+    status: str
+    """A row status, or 'done' (a row from an earlier run stands in), or 'refused' (dsx refused the config)."""
+    row: dict | None
+    message: str | None = None
+
+
+@dataclass
+class ConfigurationResult:
+    configuration: Configuration
+    search: SearchResult | None = None
+    skipped: str | None = None
+    pruned: list[int] = field(default_factory=list)
+    """Fixed micro-batches not run: predicted not to fit."""
+    best: dict | None = None
+    """The ok row with the most tokens/s."""
+
+
+@dataclass
+class SweepRun:
+    """What one invocation did (the rows are in the results file)."""
+
+    spec: SweepSpec
+    results: list[ConfigurationResult] = field(default_factory=list)
+    trials: list[TrialOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    device_seconds: float = 0.0
+    """Spent by this invocation's launches."""
+    interrupted: bool = False
+
+
+def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = None,
+          on_configuration: Callable[[int, Configuration], None] | None = None) -> SweepRun:
+    """Run (or resume) the sweep. Ctrl-C stops the running trial's whole process group and returns with
+    `interrupted` set; the trials finished so far are in the results file."""
+    from dsx.run import RunRefused, execute, prepare, resolve_trial
+
+    results_path = Path(spec.results)
+    refused = preflight(spec)  # a sweep dsx would refuse entirely fails before it takes the lock
+    lock = SweepLock(results_path)
+    left = lock.acquire()
+    outcome = SweepRun(spec=spec)
+    try:
+        if left:
+            reaped = reap_orphans(left, results_path)
+            if reaped:
+                outcome.notes.append(reaped)
+        done = done_rows(results_path, spec.retry_failed)
+        counter = itertools.count(1)
+
+        def probe_for(configuration: Configuration, result: ConfigurationResult) -> Probe:
+            def probe(micro_batch: int, search: str) -> str:
+                number = next(counter)
+                request = run_request(spec, configuration, micro_batch, search)
+                request.entered_at = time.time()
+                if number in spec.inject:
+                    request.inject_failure = spec.inject[number]
+                try:
+                    trial = resolve_trial(request)
+                except RunRefused as exc:
+                    report = TrialOutcome(number, configuration, micro_batch, search, "refused", None, str(exc))
+                    outcome.trials.append(report)
+                    on_trial and on_trial(report)
+                    return "fail"
+                row = done.get(trial.key)
+                if row is not None:
+                    report = TrialOutcome(number, configuration, micro_batch, search, "done", row)
+                else:
+                    prepared = prepare(request, trial=trial)
+                    lock.write(pgid=None, run_dir=str(prepared.run_dir))
+                    row_model = execute(prepared, on_start=lambda pgid: lock.write(pgid, str(prepared.run_dir)))
+                    lock.write(pgid=None)
+                    row = row_model.model_dump(mode="json")
+                    done[trial.key] = row
+                    outcome.device_seconds += row["overhead"].get("device_seconds") or 0.0
+                    report = TrialOutcome(number, configuration, micro_batch, search, row["status"], row,
+                                          row.get("error"))
+                outcome.trials.append(report)
+                on_trial and on_trial(report)
+                status = row["status"]
+                if status == "ok":
+                    tokens = (row.get("figures") or {}).get("tokens_per_s") or 0.0
+                    best = (result.best or {}).get("figures", {}).get("tokens_per_s") or -1.0
+                    if tokens > best:
+                        result.best = row
+                return {"ok": "fit", "oom": "oom"}.get(status, "fail")
+            return probe
+
+        configurations = spec.configurations()
+        plans = {c: Plan(c, spec.mb_start) for c in configurations}
+        gpu = visible_gpu_kind(spec) if spec.prune else None
+        if gpu:
+            runnable = [c for c in configurations if not (c.problem(spec.nvme_path) or refused.get(c))]
+            ordered = plan(spec, runnable, gpu)
+            plans.update({p.configuration: p for p in ordered})
+            configurations = [p.configuration for p in ordered] + [c for c in configurations if c not in runnable]
+            outcome.notes.append(f"dsx estimate ({gpu}): configurations in predicted order, fastest first; "
+                                 f"{sum(1 for p in ordered if p.skip)} skipped: predicted not to fit or more than "
+                                 f"{spec.keep_within:.0%} slower than the fastest (--no-prune runs them)")
+        elif spec.prune:
+            outcome.notes.append("no calibrated GPU for dsx estimate here: every configuration runs, in order")
+        for index, configuration in enumerate(configurations, start=1):
+            result = ConfigurationResult(configuration)
+            outcome.results.append(result)
+            on_configuration and on_configuration(index, configuration)
+            problem = configuration.problem(spec.nvme_path) or refused.get(configuration) or \
+                plans[configuration].skip
+            if problem:
+                result.skipped = problem
+                continue
+            probe = probe_for(configuration, result)
+            if spec.micro_batch == AUTO:
+                predicted = plans[configuration].predicted_max is not None
+                result.search = search_micro_batch(probe, plans[configuration].start, spec.mb_max,
+                                                   spec.mb_tolerance, step=PREDICTED_STEP if predicted else 2.0)
+            else:
+                skipped = set(plans[configuration].skip_micro_batches)
+                result.search = fixed_micro_batches(probe, [mb for mb in spec.micro_batch if mb not in skipped])
+                result.pruned = sorted(skipped)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        lock.release()
+    return outcome
+
+
+def sweep_device_seconds(results: Path, sweep_id: str) -> tuple[float, int]:
+    """(device-seconds, rows) of every row of this sweep in the results file, over all invocations."""
+    total, count = 0.0, 0
+    for row in read_rows(results):
+        if (row.get("sweep") or {}).get("sweep_id") == sweep_id:
+            total += (row.get("overhead") or {}).get("device_seconds") or 0.0
+            count += 1
+    return total, count

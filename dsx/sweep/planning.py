@@ -1,0 +1,126 @@
+"""Before the first trial: the configurations dsx refuses (preflight), and what dsx estimate predicts of the
+others on a calibrated GPU (plan: the order, likely fastest first, the skips, the micro-batch to start from).
+
+Both resolve trials through dsx.run and dsx.estimate, imported when called: `dsx sweep --help` stays light.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
+from dsx.sweep.trials import run_request
+
+
+def preflight(spec: SweepSpec) -> dict[Configuration, str]:
+    """Resolve every configuration at its first micro-batch before anything runs: a configuration dsx refuses
+    (a model override that does not fit, a config with lint errors...) is skipped with the reason; when dsx
+    refuses all of them the sweep stops here (SweepError) with the first reason."""
+    from dsx.run import RunRefused, resolve_trial
+
+    first = spec.mb_start if spec.micro_batch == AUTO else min(spec.micro_batch)
+    runnable = [c for c in spec.configurations() if not c.problem(spec.nvme_path)]
+    refused: dict[Configuration, str] = {}
+    for configuration in runnable:
+        try:
+            resolve_trial(run_request(spec, configuration, first, "fixed"))
+        except RunRefused as exc:
+            refused[configuration] = f"refused: {exc}"
+    if runnable and len(refused) == len(runnable):
+        raise SweepError(next(iter(refused.values())).removeprefix("refused: "))
+    if not runnable:
+        raise SweepError("no configuration can run: " + "; ".join(
+            f"{c.label}: {c.problem(spec.nvme_path)}" for c in spec.configurations()))
+    return refused
+
+
+PREDICTED_STEP = 1.25
+"""Growth (and shrink) factor of the micro-batch search from a predicted start: the estimate's memory error is
+within a few percent on the H100 rows, so the boundary is one or two steps away."""
+
+
+@dataclass
+class Plan:
+    """What the estimate says of one configuration before it runs."""
+
+    configuration: Configuration
+    start: int
+    """First micro-batch of the auto search: the predicted largest that fits, within --mb-start..--mb-max."""
+    predicted_max: int | None = None
+    tokens_per_s: float | None = None
+    """Predicted at the start micro-batch (the order of the configurations)."""
+    skip: str | None = None
+    """Why the configuration is skipped: predicted not to fit even at the smallest micro-batch, or more than
+    --keep-within slower than the predicted fastest."""
+    skip_micro_batches: list[int] = field(default_factory=list)
+    """Fixed micro-batches predicted not to fit (skipped)."""
+
+
+def visible_gpu_kind(spec: SweepSpec) -> str | None:
+    """The calibrated GPU kind the estimates use: --estimate-gpu, else the first visible GPU when it is one."""
+    if spec.estimate_gpu:
+        return spec.estimate_gpu
+    import os
+
+    from dsx.estimate import gpu_kind_of
+    from dsx.host import probe_gpus
+
+    gpus = probe_gpus(dict(os.environ))
+    kind = gpu_kind_of(gpus[0][0]) if gpus else None
+    return kind.key if kind else None
+
+
+def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list[Plan]:
+    """Estimate every configuration on `gpu` and order them, likely fastest first; those predicted not to fit, or
+    slower than the fastest by more than --keep-within, are skipped and go last."""
+    from dsx.estimate import GPUS, EstimateError, Setup, estimate
+    from dsx.run import RunRefused, resolve_trial
+
+    kind = GPUS[gpu]
+    plans: list[Plan] = []
+    fixed = spec.micro_batch != AUTO
+    for configuration in configurations:
+        first = min(spec.micro_batch) if fixed else spec.mb_start
+        try:
+            trial = resolve_trial(run_request(spec, configuration, first, "fixed"))
+        except RunRefused:
+            plans.append(Plan(configuration, spec.mb_start))
+            continue
+
+        def setup(micro_batch: int) -> Setup:
+            return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
+                         micro_batch=micro_batch, grad_accum=trial.grad_accum, attn=spec.attn,
+                         act_ckpt=configuration.act_ckpt, gpu=kind, memory_limit=spec.memory_cap)
+        try:
+            predicted = estimate(setup(first))
+        except EstimateError:
+            plans.append(Plan(configuration, spec.mb_start))
+            continue
+        item = Plan(configuration, spec.mb_start, predicted.max_micro_batch)
+        if predicted.max_micro_batch is None:
+            needed = predicted.needed / 1024**3
+            item.skip = (f"predicted not to fit: {needed:.1f} GiB at micro-batch {first}, "
+                         f"{predicted.capacity / 1024**3:.1f} GiB available (--no-prune runs it)")
+        elif fixed:
+            item.skip_micro_batches = [mb for mb in spec.micro_batch if mb > predicted.max_micro_batch]
+            runnable = [mb for mb in spec.micro_batch if mb <= predicted.max_micro_batch]
+            if not runnable:
+                item.skip = (f"predicted not to fit at micro-batch {', '.join(map(str, spec.micro_batch))} (the "
+                             f"largest predicted to fit is {predicted.max_micro_batch}; --no-prune runs them)")
+            else:
+                item.tokens_per_s = max(estimate(setup(mb), search_max=False).tokens_per_s for mb in runnable)
+        else:
+            item.start = max(spec.mb_start, min(spec.mb_max, predicted.max_micro_batch))
+            item.tokens_per_s = estimate(setup(item.start), search_max=False).tokens_per_s
+        plans.append(item)
+    fastest = max((p for p in plans if p.skip is None and p.tokens_per_s), key=lambda p: p.tokens_per_s,
+                  default=None)
+    for item in plans:
+        if item.skip is None and item.tokens_per_s and fastest and \
+                item.tokens_per_s < (1 - spec.keep_within) * fastest.tokens_per_s:
+            slower = 1 - item.tokens_per_s / fastest.tokens_per_s
+            item.skip = (f"predicted {item.tokens_per_s:,.0f} tokens/s, {slower:.0%} below the predicted fastest "
+                         f"({fastest.configuration.label}, {fastest.tokens_per_s:,.0f}; --keep-within "
+                         f"{math.ceil(slower * 100) / 100:g} or --no-prune runs it)")
+    return sorted(plans, key=lambda p: (p.skip is not None, -(p.tokens_per_s or 0.0)))

@@ -1,0 +1,87 @@
+"""One trial of a sweep: the dsx.run request for a configuration at a micro-batch, the `dsx run` command line
+that repeats it, and which trials the results file already holds (the rows that make re-running a resume).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dsx.results import read_rows
+from dsx.sweep.grid import Configuration, SweepSpec
+
+DONE_STATUSES = ("ok", "oom", "error", "timeout")
+"""Outcomes a re-run would most likely repeat: they count as done (errors and timeouts too, unless --retry-failed)."""
+
+
+def done_rows(results: Path, retry_failed: bool) -> dict[str, dict]:
+    """trial_key -> the latest row for it that counts as done."""
+    done: dict[str, dict] = {}
+    for row in read_rows(results):
+        key, status = row.get("trial_key"), row.get("status")
+        if key and status in DONE_STATUSES and not (retry_failed and status in ("error", "timeout")):
+            done[key] = row
+    return done
+
+
+def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int, search: str):
+    from dsx.run import RunRequest
+
+    overrides = dict(spec.overrides)
+    seq_len, vocab_pad = spec.seq_len, spec.vocab_pad
+    for key, value in configuration.vary:
+        if key == "seq_len":
+            seq_len = value
+        elif key == "vocab_pad":
+            vocab_pad = value
+        else:
+            overrides[key] = value
+    flags = {"zero": configuration.zero, "offload": configuration.offload,
+             "offload_params": configuration.offload_params, "nvme_path": spec.nvme_path,
+             "precision": configuration.precision, "micro_batch": micro_batch, "grad_accum": spec.grad_accum,
+             "optimizer": spec.optimizer, "lr": spec.lr}
+    request = RunRequest(
+        model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
+        ds_sets=tuple(spec.ds_sets), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
+        compile=configuration.compile, attn=spec.attn, act_ckpt=configuration.act_ckpt, results=spec.results,
+        timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap,
+        sweep={"sweep_id": spec.sweep_id(), "configuration": configuration.as_dict(), "label": configuration.label,
+               "search": search},
+        **spec.nodes,
+    )
+    request.command = run_command(request)
+    return request
+
+
+def run_command(request) -> list[str]:
+    """The `dsx run` command line that repeats this trial on its own (what `dsx report --best` prints)."""
+    argv = ["dsx", "run", "--model", request.model]
+    for key, value in request.overrides.items():
+        argv += ["--set", f"{key}={json.dumps(value)}"]
+    if request.seq_len is not None:
+        argv += ["--seq-len", str(request.seq_len)]
+    if request.vocab_pad is not None:
+        argv += ["--vocab-pad", str(request.vocab_pad)]
+    for key, value in request.config_flags.items():
+        if value is not None:
+            argv += ["--" + key.replace("_", "-"), str(value)]
+    for item in request.ds_sets:
+        argv += ["--ds-set", item]
+    if request.gpus is not None:
+        argv += ["--gpus", str(request.gpus)]
+    argv += ["--steps", str(request.steps), "--warmup", str(request.warmup)]
+    for flag, on in (("--tf32", request.tf32), ("--compile", request.compile), ("--act-ckpt", request.act_ckpt)):
+        if on:
+            argv.append(flag)
+    if request.attn != "sdpa":
+        argv += ["--attn", request.attn]
+    if request.memory_cap is not None:
+        argv += ["--memory-cap", str(request.memory_cap)]
+    if request.hostfile:
+        for key in ("hostfile", "launcher", "include", "exclude", "num_nodes", "master_addr", "master_port",
+                    "ssh_port"):
+            value = getattr(request, key)
+            if value is not None and not (key == "launcher" and value == "pdsh"):
+                argv += ["--" + key.replace("_", "-"), str(value)]
+    argv += ["--results", request.results]
+    return argv
