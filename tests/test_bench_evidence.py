@@ -32,6 +32,13 @@ def test_issue3_readme_holds_every_line_the_summary_prints_from_the_committed_ro
     assert missing == []
 
 
+def test_the_bucket_readme_holds_the_table_the_summary_prints_from_the_committed_rows():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "bench/buckets/summary.py", "bench/buckets/h100/runs.jsonl"]
+    printed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    assert printed in (ROOT / "bench/buckets/README.md").read_text()
+
+
 def test_cudnn_attention_kernels_are_attention_though_their_names_say_wgmma():
     kind_of = load_step_profile().kind_of
     assert kind_of("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1") == "attention"

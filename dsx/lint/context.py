@@ -12,6 +12,9 @@ class LintContext:
     target: Version
     world_size: int | None = None
     hf: bool = False
+    model_params: int | None = None
+    """The model's parameter count when the config is checked for a model (dsx run / estimate / config for a model);
+    None for a pasted config (dsx validate)."""
     filled_by_hf: set[str] = field(default_factory=set)
     """Paths whose "auto" the Trainer/accelerate will fill (known to exist, value unknown)."""
     autos: set[str] = field(default_factory=set)

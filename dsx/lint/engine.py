@@ -279,10 +279,10 @@ def check_models(data: dict, ctx: LintContext) -> list[Finding]:
 
 
 def lint(data: dict, *, target: Version, world_size: int | None = None, hf: bool = False,
-         duplicate_keys: list[str] | tuple = ()) -> list[Finding]:
-    """All findings for one parsed config."""
+         duplicate_keys: list[str] | tuple = (), model_params: int | None = None) -> list[Finding]:
+    """All findings for one parsed config (for a model of `model_params` parameters, when known)."""
 
-    ctx = LintContext(target=target, world_size=world_size, hf=hf)
+    ctx = LintContext(target=target, world_size=world_size, hf=hf, model_params=model_params)
     work = copy.deepcopy(data)
     findings = [
         Finding(path, "error", "duplicate-key",

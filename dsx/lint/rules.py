@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from dsx.buckets import DEEPSPEED_DEFAULT, MEASURED_LARGE, MEASURED_SMALL, SMALL
 from dsx.lint.context import LintContext
 from dsx.lint.findings import Finding
 
@@ -362,6 +363,27 @@ def zero_bucket_size(data: dict, ctx: LintContext) -> Iterator[Finding]:
                       "remove it (default 5e8) or give a positive size")
 
 
+def bucket_sizes(data: dict, ctx: LintContext) -> Iterator[Finding]:
+    """ZeRO-1/2 buckets far from what measured best (dsx.buckets): larger than DeepSpeed's default, or so small that
+    a model's gradients go in many small pieces (a model no larger than the bucket is fine: one bucket holds it)."""
+    zero = _dict(data.get("zero_optimization"))
+    if zero_stage(data, ctx) not in (1, 2):
+        return
+    for key in ("reduce_bucket_size", "allgather_bucket_size"):
+        size = zero.get(key)
+        if isinstance(size, bool) or not isinstance(size, (int, float)) or size <= 0:
+            continue
+        if size > DEEPSPEED_DEFAULT:
+            yield Finding(f"zero_optimization.{key}", "warning", "bucket-size",
+                          f"{size:,.0f} elements, above DeepSpeed's default {DEEPSPEED_DEFAULT:,}: measured no faster "
+                          f"and with more memory reserved ({MEASURED_LARGE})", f"remove it or use {DEEPSPEED_DEFAULT:,}")
+        elif size < SMALL and (ctx.model_params is None or size < ctx.model_params):
+            yield Finding(f"zero_optimization.{key}", "warning", "bucket-size",
+                          f"{size:,.0f} elements: below {SMALL:,} a model's gradients are reduced in many small "
+                          f"pieces, measured slower ({MEASURED_SMALL})",
+                          f"use min({DEEPSPEED_DEFAULT:,}, the model's parameters), as dsx writes")
+
+
 def negative_clipping(data: dict, ctx: LintContext) -> Iterator[Finding]:
     clip = data.get("gradient_clipping")
     if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip < 0:
@@ -465,6 +487,6 @@ RULES = [
     stage3_only_keys, offload_needs_zero, nvme_offload, zero3_reduce_scatter, compute_grad_norm_off,
     zenflow_needs_offload, hpz_world_size, onebit_with_zero, optimizer_needs_whitelist, lamb_needs_dynamic_loss_scale, adam_means_adamw,
     scheduler_without_optimizer, hf_zero_warmup, precision, version_dependent_defaults, batch_arithmetic,
-    sequence_parallel, zero_bucket_size, negative_clipping, pipeline_rules, activation_checkpointing, deprecated_keys, dead_keys,
+    sequence_parallel, zero_bucket_size, bucket_sizes, negative_clipping, pipeline_rules, activation_checkpointing, deprecated_keys, dead_keys,
     datastates, elasticity_batch,
 ]

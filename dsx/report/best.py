@@ -43,7 +43,8 @@ def pick_best(rows: list[dict], target) -> Best:
     row = best_ok(rows)
     if row is None:
         raise ReportError(f"no ok row with a throughput among {len(rows)} row(s): nothing to pick", 1)
-    findings = lint(row["ds_config"], target=target, world_size=row["world_size"])
+    findings = lint(row["ds_config"], target=target, world_size=row["world_size"],
+                    model_params=row["model"]["params"])
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         details = "; ".join(f.render().replace("\n    ", " ") for f in errors)

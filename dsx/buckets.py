@@ -1,0 +1,35 @@
+"""ZeRO's gradient buckets, sized to the model (issue 19; the measurements are in bench/buckets/README.md).
+
+DeepSpeed 0.19 allocates a reduce bucket of reduce_bucket_size elements at every micro-step of ZeRO-1/2 (two with
+overlap_comm) and ZeRO-3 allocates one at initialisation, whatever the model: a bucket larger than the model's
+gradients is never filled, only allocated. dsx writes min(DeepSpeed's default, the model's parameters) into the
+configs it makes for a model, so a small model on CPU ranks does not allocate 1-2 GB per micro-step, and a large one
+keeps the default, which measured as fast as any size from 1e7 to 1e9 elements on an H100 and reserved the least
+memory for gpt2-xl. The Trainer's "auto" rule (hidden^2) measured slower there.
+"""
+
+from __future__ import annotations
+
+DEEPSPEED_DEFAULT = 500_000_000
+"""DeepSpeed's reduce_bucket_size and allgather_bucket_size default (elements)."""
+
+SMALL = 1_000_000
+"""Below this many elements a bucket measured slower (lint warns): gpt2 ZeRO-2 on an H100 at hidden^2 = 589,824."""
+
+MEASURED_SMALL = ("one H100, gpt2 ZeRO-2 micro-batch 16: 100.1 ms a step at 589,824 elements, 83.9-92.2 ms from 1e7 to "
+                  "1e9: bench/buckets/README.md")
+MEASURED_LARGE = ("one H100, gpt2-xl ZeRO-2 micro-batch 8: 401 ms a step and 63.5 GiB reserved at 5e8, 407 ms and "
+                  "71.2 GiB at 1e9: bench/buckets/README.md")
+"""What the lint warnings cite."""
+
+
+def sized_buckets(params: int, stage: int) -> dict[str, int]:
+    """The bucket keys dsx writes for a model of `params` parameters at ZeRO `stage` (none at stage 0):
+    reduce_bucket_size at stages 1-3, allgather_bucket_size at 1-2 (ZeRO-3 gathers through its prefetch bucket)."""
+    if stage not in (1, 2, 3) or params < 1:
+        return {}
+    size = min(DEEPSPEED_DEFAULT, params)
+    keys = {"reduce_bucket_size": size}
+    if stage in (1, 2):
+        keys["allgather_bucket_size"] = size
+    return keys
