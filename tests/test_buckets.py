@@ -4,10 +4,9 @@ estimator counts. The measurements behind the sizes: bench/buckets/README.md."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from click.testing import CliRunner
 
 from dsx.buckets import DEEPSPEED_DEFAULT, sized_buckets
 from dsx.lint.engine import lint
@@ -18,13 +17,15 @@ NEW = Version("0.19.8")
 
 
 def dsx(*args, cwd):
-    out = subprocess.run([sys.executable, "-m", "dsx", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
-    return out
+    from dsx.cli import cli
+
+    with CliRunner().isolated_filesystem(temp_dir=cwd):
+        return CliRunner().invoke(cli, list(args))
 
 
 def dry_run_config(tmp_path, *args) -> dict:
     out = dsx("run", "--model", "gpt2-tiny", "--dry-run", *args, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    assert out.exit_code == 0, out.output
     return json.loads(out.stdout.split("; --dry-run writes nothing):\n", 1)[1].split("\nrank plan", 1)[0])
 
 
@@ -92,7 +93,7 @@ def test_lint_warns_about_a_bucket_above_deepspeeds_default():
 ])
 def test_the_estimate_counts_the_bucket_of_the_config(tmp_path, extra, bucket_bytes):
     out = dsx("estimate", "--model", "gpt2-tiny", "--zero", "3", "--micro-batch", "2", "--json", *extra, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    assert out.exit_code == 0, out.output
     estimate = json.loads(out.stdout)
     assert estimate["params"] == GPT2_TINY_PARAMS
     assert estimate["breakdown"]["gradient bucket"] == bucket_bytes

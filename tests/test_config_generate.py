@@ -179,6 +179,7 @@ def test_deepspeed_0_19_accepts_the_pipeline_preset_at_its_world_size():
     assert ok, detail
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_deepspeed_0_18_accepts_every_legacy_config_dsx_generates(legacy_deepspeed):
     configs = [generate(r, OLD) for r in MATRIX[::3]]

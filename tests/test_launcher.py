@@ -149,6 +149,7 @@ def test_the_child_env_gets_the_clean_arch_list_on_gpu_and_is_left_alone_on_cpu(
 # ---------------------------------------------------------------------------------------------- run_plan
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_the_whole_process_group(tmp_path):
     child_pid = tmp_path / "child.pid"
     script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
@@ -166,6 +167,7 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path):
         os.kill(pid, 0)
 
 
+@pytest.mark.slow
 def test_run_plan_says_in_one_line_when_deepspeed_builds_an_op(tmp_path, capsys):
     """torch runs ninja in the op's build folder in every process that loads the op; a ninja that has started a
     compiler is a build, and the user hears of it once, even when the job's output is not shown."""
@@ -337,6 +339,7 @@ def test_dsx_launch_dry_run_leaves_no_temporary_folder(tmp_path):
     assert f" train.py --deepspeed_config {tmp_path / 'ds.json'}" in out.stdout
 
 
+@pytest.mark.slow
 def test_a_script_that_does_not_take_local_rank_exits_2_and_dsx_says_so_and_that_it_was_the_script(tmp_path):
     """DeepSpeed's runner appends --local_rank=N (dsx launch keeps that default); an argparse script without it
     exits 2, which dsx's own refusals also use: the last line says whose status it is (issue 21)."""
@@ -353,6 +356,7 @@ def test_a_script_that_does_not_take_local_rank_exits_2_and_dsx_says_so_and_that
         "refuses before starting anything, with \"Error: ...\")"]
 
 
+@pytest.mark.slow
 def test_python_m_module_is_launched_through_the_runners_module_flag_with_or_without_local_rank(tmp_path):
     (tmp_path / "tinymod.py").write_text("import json, os, sys\n"
                                          "open(f'argv-{os.environ[\"RANK\"]}.json', 'w').write(json.dumps(sys.argv[1:]))\n")

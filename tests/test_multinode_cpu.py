@@ -99,6 +99,7 @@ def assert_one_ok_multinode_row(results: Path, out, world: int, hosts: list[str]
     return row
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("zero", ["2", "3"])
 def test_a_two_node_pdsh_run_over_a_hostfile_records_both_nodes(sshd, tmp_path, zero):
@@ -112,6 +113,7 @@ def test_a_two_node_pdsh_run_over_a_hostfile_records_both_nodes(sshd, tmp_path, 
     assert env_file.read_text().startswith(f"PATH={Path(sys.executable).parent}{os.pathsep}")
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_two_nodes_of_two_slots_make_world_size_four(sshd, tmp_path):
     port, env = sshd
@@ -121,6 +123,7 @@ def test_two_nodes_of_two_slots_make_world_size_four(sshd, tmp_path):
     assert_one_ok_multinode_row(results, out, 4, ["127.0.0.1", "127.0.0.2"])
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_the_no_ssh_launcher_starts_every_nodes_runner_from_here(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DSX_DEBUG")}
@@ -131,6 +134,7 @@ def test_the_no_ssh_launcher_starts_every_nodes_runner_from_here(tmp_path):
     assert_one_ok_multinode_row(results, out, 2, ["127.0.0.1", "127.0.0.2"], launcher="no-ssh")
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_a_rank_that_dies_on_the_second_node_ends_the_job_with_an_error_row(sshd, tmp_path):
     port, env = sshd
@@ -147,6 +151,7 @@ def test_a_rank_that_dies_on_the_second_node_ends_the_job_with_an_error_row(sshd
     assert row.nodes.hosts == ["127.0.0.1", "127.0.0.2"]
 
 
+@pytest.mark.slow
 def test_a_host_that_does_not_answer_is_refused_in_seconds_and_named(sshd, tmp_path):
     port, env = sshd
     hostfile = tmp_path / "hosts"
@@ -159,6 +164,7 @@ def test_a_host_that_does_not_answer_is_refused_in_seconds_and_named(sshd, tmp_p
     assert not (tmp_path / "r.jsonl").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_dsx_launch_runs_a_users_script_on_both_nodes_with_the_checked_config(sshd, tmp_path):
     port, env = sshd
@@ -174,6 +180,7 @@ def test_dsx_launch_runs_a_users_script_on_both_nodes_with_the_checked_config(ss
     assert ranks[0]["losses"] == ranks[1]["losses"] and len(ranks[0]["losses"]) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_dsx_launch_exits_with_the_jobs_status_when_a_rank_fails(sshd, tmp_path):
     port, env = sshd
@@ -201,6 +208,7 @@ def test_dsx_launch_refuses_a_config_with_errors_for_the_world_size(tmp_path):
     assert f"{config} has errors for DeepSpeed" in out.stderr and "at world size 2:" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_a_rank_killed_with_sigkill_mid_run_on_the_second_node_ends_the_job_in_bounded_time(sshd, tmp_path):
     port, env = sshd

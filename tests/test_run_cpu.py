@@ -67,6 +67,7 @@ RUNS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("model, ranks, flags", RUNS)
 def test_a_cpu_run_appends_one_complete_plausible_row(results, model, ranks, flags):
@@ -193,6 +194,7 @@ def _earlier_rows(results: Path) -> bytes:
     return results.read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_a_config_deepspeed_rejects_at_initialize_is_an_error_row(results):
     from deepspeed.accelerator import get_accelerator
@@ -215,6 +217,7 @@ def test_a_config_deepspeed_rejects_at_initialize_is_an_error_row(results):
     assert traceback.startswith("Traceback") and "deepspeed.initialize" in traceback
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_a_rank_failing_mid_run_is_named_as_the_cause(results):
     before = _earlier_rows(results)
@@ -231,6 +234,7 @@ def test_a_rank_failing_mid_run_is_named_as_the_cause(results):
     assert row.ranks[0].status in ("error", "running")  # lost its peer, or was stopped by the launcher
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_a_rank_that_dies_without_a_result_and_a_hang_are_reported(results):
     before = _earlier_rows(results)

@@ -23,7 +23,7 @@ import pytest
 from dsx.results import parse_row, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.deepspeed
+pytestmark = [pytest.mark.deepspeed, pytest.mark.slow]
 
 # A tiny GPT-2 with a 32k vocabulary: the logits grow ~10 MB per sample, so a 1 GiB cap sits near micro-batch 20.
 # fp32 because bf16 matmuls are slow on CPUs without AMX.

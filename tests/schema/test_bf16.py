@@ -28,6 +28,7 @@ def test_field_names_aliases_and_defaults_match_deepspeed():
     assert _fields(BF16Config, VERSION_DEPENDENT_DEFAULTS) == _fields(DeepSpeedBF16Config, VERSION_DEPENDENT_DEFAULTS)
 
 
+@pytest.mark.slow
 @pytest.mark.deepspeed
 def test_check_grad_overflow_default_changed_between_0_18_9_and_0_19_8(legacy_deepspeed):
     require("0.18.9")
