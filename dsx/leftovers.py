@@ -40,22 +40,6 @@ def rank_shm_buffer(env: Mapping[str, str], shm_dir: Path = SHM_DIR) -> Path | N
     return shm_dir / f"{SHM_PREFIX}_{os.getuid()}_{env.get('MASTER_ADDR', '')}_{env.get('MASTER_PORT', '')}_{env['RANK']}"
 
 
-def remove_run_dir_without_row(run_dir: str | None, results: Path) -> Path | None:
-    """Remove the folder of a run that has no row in `results` (its dsx was killed before writing it), when it is
-    a run folder (dsx.run.prepare wrote its rank plan there); the folder removed, else None."""
-    import shutil
-
-    from dsx.rank.protocol import PLAN_FILE
-    from dsx.results import read_rows
-
-    if not run_dir or not (Path(run_dir) / PLAN_FILE).is_file():
-        return None
-    if any(row.get("run_dir") == run_dir for row in read_rows(results)):
-        return None
-    shutil.rmtree(run_dir, ignore_errors=True)
-    return Path(run_dir)
-
-
 def _live_paths(kind: str) -> set[str] | None:
     """Paths held by live processes: open descriptors (kind "fd") or memory mappings (kind "maps").
     None when /proc cannot be read (not Linux): then nothing counts as stale."""

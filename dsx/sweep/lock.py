@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from dsx import leftovers, op_cache
+from dsx.results import read_rows
 from dsx.sweep.grid import SweepError
 
 
@@ -94,13 +95,28 @@ def reap_orphans(left: dict, results: Path | None = None) -> str | None:
     # The killed (or finished, orphaned) ranks' shared-memory buffers and any JIT-build lock they held outlive them.
     leftovers.remove(leftovers.stale_shm_buffers())
     leftovers.remove(leftovers.stale_jit_locks(op_cache.effective_dir(os.environ)[0]))
-    folder = leftovers.remove_run_dir_without_row(left.get("run_dir"), results) if results else None
+    folder = _remove_run_dir_without_row(left.get("run_dir"), results) if results else None
     if ours:
         return (f"stopped {len(ours)} process(es) of the trial a killed dsx sweep left running (process group {pgid}, "
                 f"{left.get('run_dir')}); that trial runs again")
     if folder:
         return f"removed {folder}, the folder of a trial a killed dsx sweep left without a row; that trial runs again"
     return None
+
+
+def _remove_run_dir_without_row(run_dir: str | None, results: Path) -> Path | None:
+    """Remove the folder of a run that has no row in `results` (its dsx was killed before writing it), when it is
+    a run folder (dsx.run.prepare wrote its rank plan there); the folder removed, else None."""
+    import shutil
+
+    from dsx.rank.protocol import PLAN_FILE
+
+    if not run_dir or not (Path(run_dir) / PLAN_FILE).is_file():
+        return None
+    if any(row.get("run_dir") == run_dir for row in read_rows(results)):
+        return None
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return Path(run_dir)
 
 
 def _alive(proc) -> bool:
