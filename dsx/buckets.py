@@ -33,3 +33,13 @@ def sized_buckets(params: int, stage: int) -> dict[str, int]:
     if stage in (1, 2):
         keys["allgather_bucket_size"] = size
     return keys
+
+
+def fill_buckets(config: dict, params: int) -> None:
+    """Write the sized buckets into a config dsx made for a model of `params` parameters, leaving every bucket key
+    already there (a preset's, a --ds-set) as it is."""
+    zero = config.get("zero_optimization")
+    if not isinstance(zero, dict) or not isinstance(zero.get("stage"), int):
+        return
+    for key, size in sized_buckets(params, zero["stage"]).items():
+        zero.setdefault(key, size)

@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dsx.buckets import sized_buckets
 from dsx.schema.batch import BatchError, solve_batch
 from dsx.versions import Version
 
@@ -46,9 +45,6 @@ class ConfigRequest:
     onebit: str | None = None
     hf_auto: bool = False
     gradient_clipping: float = 1.0
-    model_params: int | None = None
-    """The model's parameter count, when the config is made for a model: ZeRO's buckets are sized to it
-    (dsx.buckets); without it they are left to DeepSpeed's default."""
     sets: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
 
 
@@ -168,8 +164,6 @@ def build_raw(request: ConfigRequest, target: Version) -> dict:
             zero[key] = {"device": device, "pin_memory": True}
             if device == "nvme":
                 zero[key]["nvme_path"] = request.nvme_path
-    if request.model_params:
-        zero.update(sized_buckets(request.model_params, request.zero))
     config["zero_optimization"] = zero
 
     if request.onebit:
@@ -307,7 +301,7 @@ def generate(request: ConfigRequest, target: Version) -> dict:
     except ValidationError:
         emitted = None
     findings = lint(emitted if emitted is not None else raw, target=target, world_size=request.world_size
-                    // (request.pipeline_stages or 1), model_params=request.model_params)
+                    // (request.pipeline_stages or 1))
     if findings:
         lines = "\n".join("  " + f.render() for f in findings)
         raise ConfigRequestError(f"the requested config would not be clean for DeepSpeed {target}:\n{lines}")

@@ -36,6 +36,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     dsx estimate --model llama-1b --zero 2 --micro-batch 4 --gpus 8 --act-ckpt --json
     """
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
+    from dsx.buckets import fill_buckets
     from dsx.models import ModelError, count_params, parse_overrides, resolve_model
     from dsx.run import RunRefused, RunRequest, config_flags, resolve_config
     from dsx.schema.batch import BatchError, solve_batch
@@ -51,7 +52,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
         config_flags=config_flags(config_options))
     try:
-        config, _, warnings = resolve_config(request, gpus, count_params(resolved))
+        config, source, warnings = resolve_config(request, gpus)
+        if source == "flags":  # sized to the model as dsx run writes them
+            fill_buckets(config, count_params(resolved))
         batch = solve_batch(gpus, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
                             config.get("gradient_accumulation_steps"))
     except RunRefused as exc:

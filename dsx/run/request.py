@@ -89,11 +89,8 @@ class Trial:
     """dsx.hostfile.Layout of a hostfile run, else None."""
 
 
-def resolve_config(request: RunRequest, world_size: int, model_params: int | None = None
-                   ) -> tuple[dict, str, list[str]]:
-    """(config, source, warnings). Lint errors, "auto" values, an unreadable file -> RunRefused. A config made from
-    flags for a model of `model_params` parameters gets ZeRO buckets sized to it (dsx.buckets); a --config file is
-    taken as it is."""
+def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
+    """(config, source, warnings). Lint errors, "auto" values, an unreadable file -> RunRefused."""
     from dsx.lint.engine import lint
     from dsx.versions import VersionError, resolve_target
 
@@ -148,12 +145,11 @@ def resolve_config(request: RunRequest, world_size: int, model_params: int | Non
         try:
             sets += tuple(parse_set(s) for s in request.ds_sets)
             changes["world_size"] = world_size
-            changes["model_params"] = model_params
             config = generate(ConfigRequest(**changes, sets=sets), target)
         except ConfigRequestError as exc:
             raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
         source = "flags"
-    findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates, model_params=model_params)
+    findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         lines = "\n".join("  " + f.render() for f in errors)
@@ -175,6 +171,8 @@ def resolve_trial(request: RunRequest) -> Trial:
     world, layout, notes = placement.world_size, placement.layout, list(placement.notes or [])
     if layout is None and device == "cpu" and request.compile:
         notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
+    config, source, warnings = resolve_config(request, world)
+    notes += warnings
     if request.inject_failure:
         from dsx.rank.protocol import parse_injection
 
@@ -183,6 +181,7 @@ def resolve_trial(request: RunRequest) -> Trial:
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
 
+    from dsx.buckets import fill_buckets
     from dsx.models import ModelError, attn_available, count_params, resolve_model
 
     try:
@@ -195,8 +194,8 @@ def resolve_trial(request: RunRequest) -> Trial:
         raise RunRefused(f"--attn {request.attn} is unavailable here: {reason}")
     if request.attn == "flash" and device != "cuda":
         raise RunRefused("--attn flash needs a CUDA GPU")
-    config, source, warnings = resolve_config(request, world, count_params(resolved))
-    notes += warnings
+    if source == "flags":  # a --config file is run as it is
+        fill_buckets(config, count_params(resolved))
     from dsx.schema.batch import BatchError, solve_batch
 
     try:
