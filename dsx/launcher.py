@@ -127,7 +127,7 @@ LAUNCHERS = ("pdsh", "openmpi", "slurm", "no-ssh")
 
 # Variables the ranks on other nodes need and DeepSpeed's runner does not forward (it forwards PYTHON*, MLFLOW*, MV2*,
 # UCX* and the accelerator's own, runner.py EXPORT_ENVS): they go into the .deepspeed_env dsx writes.
-_REMOTE_ENV = ("PATH", "PYTHONPATH", "TORCH_EXTENSIONS_DIR", "DS_ACCELERATOR", "OMP_NUM_THREADS",
+_REMOTE_ENV = ("PATH", "PYTHONPATH", "TORCH_EXTENSIONS_DIR", "DS_ACCELERATOR", "OMP_NUM_THREADS", "OMP_WAIT_POLICY",
                "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "LD_LIBRARY_PATH", "HF_HOME", "TRANSFORMERS_OFFLINE")
 _REMOTE_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "DSX_")
 
@@ -278,9 +278,13 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
         threads = max(1, (cpu_count or 1) // world_size)
         if "OMP_NUM_THREADS" not in base_env:
             setenv("OMP_NUM_THREADS", str(threads))
+        if "OMP_WAIT_POLICY" not in base_env and "GOMP_SPINCOUNT" not in base_env:
+            # OpenMP threads that spin while they wait make a CPU rank 50x slower whenever anything else wants a
+            # core (a busy core: 18 -> 986 ms a gpt2-tiny step; passive: 25 ms either way; bench/cpu_threads/)
+            setenv("OMP_WAIT_POLICY", "PASSIVE")
         notes.append(f"no GPU: {world_size} CPU rank(s) through DeepSpeed's CPU accelerator "
                      f"(DS_ACCELERATOR=cpu; gloo unless oneccl_bindings_for_pytorch is installed), "
-                     f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}")
+                     f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}, OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY') or 'unset'}")
     else:
         arch, note = clean_arch_list(base_env.get("TORCH_CUDA_ARCH_LIST"), gpu_capabilities)
         if note:

@@ -55,8 +55,8 @@ def test_cpu_environment_selects_the_cpu_accelerator_and_splits_the_cores():
     assert p.env["DS_ACCELERATOR"] == "cpu"
     assert p.env["OMP_NUM_THREADS"] == "4"
     assert p.env["TORCH_EXTENSIONS_DIR"] == "/cache/ext"
-    assert p.env_changes == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "4", "PYTHONPATH": str(ROOT),
-                             "PATH": f"{Path(PY).parent}:/usr/bin"}
+    assert p.env_changes == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "4", "OMP_WAIT_POLICY": "PASSIVE",
+                             "PYTHONPATH": str(ROOT), "PATH": f"{Path(PY).parent}:/usr/bin"}
     assert base == {"PATH": "/usr/bin", "TORCH_EXTENSIONS_DIR": "/cache/ext"}  # the caller's env is not touched
     assert any("gloo" in n for n in p.notes)
 
@@ -66,10 +66,18 @@ def test_a_users_omp_num_threads_is_kept():
     assert p.env["OMP_NUM_THREADS"] == "3" and "OMP_NUM_THREADS" not in p.env_changes
 
 
+@pytest.mark.parametrize("users", [{"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "10000"}])
+def test_cpu_ranks_wait_passively_unless_the_user_chose_how_openmp_waits(users):
+    # spinning OpenMP threads made a 1-rank step 57x slower with one other busy core (bench/cpu_threads/README.md)
+    assert plan("cpu", 1, env={}, cpu_count=2).env["OMP_WAIT_POLICY"] == "PASSIVE"
+    p = plan("cpu", 1, env=dict(users), cpu_count=2)
+    assert p.env.get("OMP_WAIT_POLICY") == users.get("OMP_WAIT_POLICY") and "OMP_WAIT_POLICY" not in p.env_changes
+
+
 def test_one_rank_per_gpu_without_cpu_settings():
     p = plan("cuda", 4, env={"PATH": "/usr/bin"}, caps=[(9, 0)] * 4)
     assert p.argv[4:8] == ["--num_gpus", "4", "--num_nodes", "1"]
-    assert "DS_ACCELERATOR" not in p.env and "OMP_NUM_THREADS" not in p.env
+    assert "DS_ACCELERATOR" not in p.env and "OMP_NUM_THREADS" not in p.env and "OMP_WAIT_POLICY" not in p.env
 
 
 def test_cuda_visible_devices_becomes_include_because_num_gpus_would_ignore_it():
@@ -249,7 +257,7 @@ def test_a_pdsh_launch_passes_the_hostfile_and_writes_the_remote_environment():
     assert p.env["DS_ENV_FILE"] == "/runs/x/deepspeed_env"
     assert p.files == {"/runs/x/deepspeed_env": (
         f"PATH={Path(PY).parent}:/usr/bin\nPYTHONPATH={ROOT}\nTORCH_EXTENSIONS_DIR=/cache/ext\nDS_ACCELERATOR=cpu\n"
-        "OMP_NUM_THREADS=1\nNCCL_DEBUG=INFO\n")}
+        "OMP_NUM_THREADS=1\nOMP_WAIT_POLICY=PASSIVE\nNCCL_DEBUG=INFO\n")}
 
 
 def test_a_remote_variable_the_runner_would_mangle_refuses_the_launch():
