@@ -262,6 +262,13 @@ def test_a_config_file_with_auto_is_refused(tmp_path):
                               "transformers Trainer / accelerate fill")
 
 
+def test_a_config_file_nested_10000_levels_deep_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"a": ' * 10_000 + "1" + "}" * 10_000)
+    assert refused(tmp_path, config_path=str(path)) == (f"{path}: nested more than 100 levels deep; a DeepSpeed "
+                                                        "config is a few levels deep")
+
+
 def test_a_config_file_with_lint_errors_for_the_real_world_size_is_refused(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 1,
