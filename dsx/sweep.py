@@ -423,7 +423,7 @@ class Plan:
 
 
 def visible_gpu_kind(spec: SweepSpec) -> str | None:
-    """The calibrated GPU kind the estimates use: --estimate-gpu, else the first visible GPU when it is one."""
+    """The calibrated GPU kind the estimates use: --gpu-kind, else the first visible GPU when it is one."""
     if spec.estimate_gpu:
         return spec.estimate_gpu
     import os

@@ -226,6 +226,13 @@ def test_a_size_that_is_not_one_is_refused():
     (["--zero", "1,,2"], "--zero '1,,2': give a comma-separated list, e.g. --zero 1,2,3"),
     (["--offload", "gpu"], "--offload: 'gpu' is not one of none, cpu, nvme"),
     (["--act-ckpt", "maybe"], "--act-ckpt: 'maybe' is not on/off"),
+    (["--act-ckpt", "off,cpu"], "--act-ckpt: 'cpu' (DeepSpeed's CPU activation checkpointing) is for dsx config, for "
+                                "models that call deepspeed.checkpointing; dsx's transformers models checkpoint with "
+                                "gradient_checkpointing_enable: use on"),
+    (["--gpu-kind", "h100-80gb", "--estimate-gpu", "a100"],
+     "--gpu-kind h100-80gb and --estimate-gpu a100 conflict: --estimate-gpu is the old name of --gpu-kind; give one"),
+    (["--gpu-kind", "a100"], "unknown --gpu-kind 'a100': calibrated kinds are h100-80gb (--memory-cap SIZE "
+                             "estimates a smaller GPU of that kind)"),
     (["--micro-batch", "4,x"], "--micro-batch: 'x' is not a whole number"),
     (["--vary", "n_layer"], "--vary 'n_layer': write KEY=V1,V2 (e.g. --vary n_layer=12,24)"),
     (["--vary", "n_layer=1", "--vary", "n_layer=2"], "--vary n_layer is given twice; list all its values in one --vary"),
@@ -265,6 +272,15 @@ def test_dry_run_with_a_calibrated_gpu_shows_the_estimated_plan(tmp_path):
         "--results", str(tmp_path / "r.jsonl")])
     assert "  1. z1 bf16  (micro-batch 8; 16 predicted not to fit; predicted up to 20,537 tokens/s)" in out.output
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_sweep_takes_gpu_kind_and_act_ckpt_words_as_dsx_estimate_does(tmp_path):
+    out = CliRunner().invoke(sweep_command, [
+        "--model", "gpt2-xl", "--zero", "1", "--act-ckpt", "none,on", "--mb-max", "128", "--gpu-kind", "h100-80gb",
+        "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 0, out.output
+    assert [line.split("(")[0].strip() for line in out.output.splitlines()
+            if line[:4].strip().rstrip(".").isdigit()] == ["1. z1 bf16 ckpt", "2. z1 bf16"]
 
 
 def test_sweep_rows_validate_as_run_rows():
