@@ -149,7 +149,8 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     \b
     dsx sweep --zero 3 --offload cpu
     dsx sweep --model gpt2-xl --zero 1,2,3 --offload none,cpu --act-ckpt off,on --micro-batch auto
-    dsx sweep --model bert-base --zero 2 --micro-batch 32 --one-at-a-time --vary n_layer=6 --vary hidden_size=512
+    dsx sweep --model bert-base --zero 2 --micro-batch 32 --one-at-a-time --vary num_hidden_layers=6 \\
+        --vary hidden_size=384
     """
     from dsx.models import ModelError, parse_overrides
     from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model
@@ -197,7 +198,13 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     click.echo(f"dsx sweep {spec.sweep_id()}: {spec.model} on {where}, {len(configurations)} configuration(s), "
                f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
     if dry_run:
-        _print_plan(spec, configurations)
+        from dsx.sweep import SweepError, preflight
+
+        try:
+            refused = preflight(spec)
+        except SweepError as exc:
+            raise click.UsageError(str(exc)) from None
+        _print_plan(spec, configurations, refused)
         return
     import signal
 
@@ -219,13 +226,14 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         sys.exit(1)
 
 
-def _print_plan(spec, configurations) -> None:
+def _print_plan(spec, configurations, refused: dict) -> None:
     """--dry-run: the configurations in the order the sweep would run them, with what dsx estimate predicts for each
-    when a calibrated GPU is visible or named (--gpu-kind) and pruning is on."""
+    when a calibrated GPU is visible or named (--gpu-kind) and pruning is on; `refused` (dsx.sweep.preflight) and
+    impossible ones are listed as skipped, as the sweep would skip them."""
     from dsx.sweep import AUTO, plan, visible_gpu_kind
 
     gpu = visible_gpu_kind(spec) if spec.prune else None
-    runnable = [c for c in configurations if not c.problem(spec.nvme_path)]
+    runnable = [c for c in configurations if not (c.problem(spec.nvme_path) or refused.get(c))]
     plans = {p.configuration: p for p in plan(spec, runnable, gpu)} if gpu and runnable else {}
     if plans:
         click.echo(f"dsx estimate ({gpu}): likely fastest first; the search starts at the predicted largest "
@@ -233,7 +241,7 @@ def _print_plan(spec, configurations) -> None:
         configurations = list(plans) + [c for c in configurations if c not in plans]
     for i, configuration in enumerate(configurations, start=1):
         item = plans.get(configuration)
-        problem = configuration.problem(spec.nvme_path) or (item.skip if item else None)
+        problem = configuration.problem(spec.nvme_path) or refused.get(configuration) or (item.skip if item else None)
         if problem:
             detail = f"  (skipped: {problem})"
         elif item and item.tokens_per_s and spec.micro_batch == AUTO:
