@@ -99,7 +99,7 @@ H100 = GpuKind(
 out-of-memory trials of HEADROOM_FILE."""
 
 GPUS: dict[str, GpuKind] = {H100.key: H100}
-"""The calibrated GPU kinds, by the key `dsx estimate --gpu` and `dsx sweep --estimate-gpu` take."""
+"""The calibrated GPU kinds, by the key `dsx estimate --gpu-kind` and `dsx sweep --gpu-kind` take."""
 
 
 def calibration_role(row: dict) -> str:

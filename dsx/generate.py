@@ -39,7 +39,7 @@ class ConfigRequest:
     scheduler: str = "none"
     warmup_steps: int = 100
     total_steps: int | None = None
-    act_ckpt: str = "none"
+    act_ckpt: str = "off"
     pipeline_stages: int | None = None
     sparse_attention: str | None = None
     onebit: str | None = None
@@ -125,7 +125,7 @@ def _check(request: ConfigRequest, target: Version) -> None:
         if request.world_size % request.pipeline_stages:
             raise ConfigRequestError(f"--world-size {request.world_size} is not divisible by --pipeline-stages "
                                      f"{request.pipeline_stages}")
-    if request.hf_auto and request.act_ckpt != "none":
+    if request.hf_auto and request.act_ckpt not in ("off", "none"):
         raise ConfigRequestError("--act-ckpt writes DeepSpeed's activation_checkpointing block, which the "
                                  "transformers Trainer never applies: use TrainingArguments(gradient_checkpointing="
                                  "True) with --hf-auto")
@@ -185,8 +185,8 @@ def build_raw(request: ConfigRequest, target: Version) -> dict:
         config["activation_checkpointing"] = {"partition_activations": True}
     elif request.act_ckpt == "cpu":
         config["activation_checkpointing"] = {"partition_activations": True, "cpu_checkpointing": True}
-    elif request.act_ckpt != "none":
-        raise ConfigRequestError(f"--act-ckpt must be none, on or cpu, got '{request.act_ckpt}'")
+    elif request.act_ckpt not in ("off", "none"):
+        raise ConfigRequestError(f"--act-ckpt must be off, on or cpu, got '{request.act_ckpt}'")
     if request.pipeline_stages is not None:
         config["pipeline"] = {"pipe_partitioned": True, "grad_partitioned": True,
                               "activation_checkpoint_interval": 0}

@@ -4,6 +4,7 @@ estimator counts. The measurements behind the sizes: bench/buckets/README.md."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -17,10 +18,15 @@ NEW = Version("0.19.8")
 
 
 def dsx(*args, cwd):
+    """The dsx command in this process (a dry run and an estimate write nothing; cwd is where a slip would)."""
     from dsx.cli import cli
 
-    with CliRunner().isolated_filesystem(temp_dir=cwd):
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
         return CliRunner().invoke(cli, list(args))
+    finally:
+        os.chdir(old)
 
 
 def dry_run_config(tmp_path, *args) -> dict:

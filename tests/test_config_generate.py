@@ -133,6 +133,41 @@ def test_hf_auto_config_is_an_error_without_hf():
     assert {f.code for f in lint(config, target=NEW)} == {"auto-unfilled"}
 
 
+def test_hf_auto_with_flags_it_would_overwrite_is_refused_naming_both():
+    result = CliRunner().invoke(cli, ["config", "--preset", "zero3", "--hf-auto", "--micro-batch", "4", "--lr", "3e-5"])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        'Error: --hf-auto conflicts with --micro-batch and --lr: --hf-auto writes "auto" there, for the transformers '
+        "Trainer to fill from TrainingArguments. Drop --hf-auto to write the values, or drop --micro-batch and --lr "
+        "and set them in TrainingArguments")
+
+
+def test_hf_auto_keeps_flags_whose_keys_the_trainer_does_not_fill():
+    """A OneCycle schedule is not one the Trainer fills, so its warm-up stays as given."""
+    result = CliRunner().invoke(cli, ["config", "--zero", "2", "--hf-auto", "--scheduler", "OneCycle",
+                                      "--warmup-steps", "10"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["scheduler"]["params"]["cycle_first_step_size"] == 10
+
+
+@pytest.mark.parametrize("word, block", [
+    ("off", None), ("none", None), ("on", {"partition_activations": True}),
+    ("cpu", {"partition_activations": True, "cpu_checkpointing": True}),
+])
+def test_act_ckpt_takes_the_words_every_command_takes(word, block):
+    result = CliRunner().invoke(cli, ["config", "--act-ckpt", word])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output).get("activation_checkpointing") == block
+
+
+def test_bare_act_ckpt_means_on_as_in_dsx_run():
+    result = CliRunner().invoke(cli, ["config", "--act-ckpt", "--zero", "1"])
+    assert result.exit_code == 0, result.output
+    config = json.loads(result.output)
+    assert config["activation_checkpointing"] == {"partition_activations": True}
+    assert config["zero_optimization"]["stage"] == 1
+
+
 def test_cli_writes_a_file(tmp_path):
     out = tmp_path / "ds.json"
     result = CliRunner().invoke(cli, ["config", "--zero", "3", "--micro-batch", "2", "-o", str(out)])

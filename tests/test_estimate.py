@@ -220,6 +220,46 @@ def test_estimate_command_unknown_gpu():
             "that kind)") in result.output
 
 
+def test_estimate_gpu_kind_is_named_as_in_dsx_sweep():
+    new = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", "--gpu-kind", "h100-80gb", "--json"])
+    old = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", "--gpu", "h100-80gb", "--json"])
+    assert new.exit_code == old.exit_code == 0, new.output + old.output
+    assert json.loads(new.stdout) == json.loads(old.stdout)
+    assert "--gpu-kind KIND" in CliRunner().invoke(cli, ["estimate", "--help"]).output
+
+
+def test_estimate_gpu_kind_and_its_old_name_disagreeing_is_an_error():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", "--gpu-kind", "h100-80gb", "--gpu", "a100"])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == ("Error: --gpu-kind h100-80gb and --gpu a100 conflict: --gpu is the old "
+                                              "name of --gpu-kind; give one")
+
+
+def test_estimate_gpu_kind_given_a_count_points_to_gpus():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", "--gpu-kind", "8"])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: unknown --gpu-kind '8': calibrated kinds are h100-80gb (--memory-cap SIZE estimates a smaller GPU of "
+        "that kind; --gpus N is the number of GPUs)")
+
+
+@pytest.mark.parametrize("args, checkpointing", [([], False), (["--act-ckpt"], True), (["--act-ckpt", "on"], True),
+                                                 (["--act-ckpt", "off"], False), (["--act-ckpt", "none"], False)])
+def test_estimate_act_ckpt_takes_the_words_every_command_takes(args, checkpointing):
+    result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", *args])
+    assert result.exit_code == 0, result.output
+    assert ("activation checkpointing" in result.stdout.splitlines()[0]) == checkpointing
+
+
+def test_estimate_act_ckpt_cpu_is_refused_with_what_to_use():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", "--act-ckpt", "cpu"])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: Invalid value for '--act-ckpt': 'cpu' (DeepSpeed's CPU activation checkpointing) is for dsx config, "
+        "for models that call deepspeed.checkpointing; dsx's transformers models checkpoint with "
+        "gradient_checkpointing_enable: use on")
+
+
 def test_sweep_plan_skips_what_cannot_fit_and_starts_at_the_prediction():
     spec = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], act_ckpt=[False, True], mb_start=1, mb_max=128)
     plans = {p.configuration.label: p for p in plan(spec, spec.configurations(), "h100-80gb")}

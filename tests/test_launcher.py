@@ -323,6 +323,16 @@ def test_dsx_launch_refuses_node_flags_without_a_hostfile_in_run_s_words(tmp_pat
     assert out.stderr.strip().splitlines()[-1] == "Error: --include, --launcher need(s) --hostfile"
 
 
+def test_dsx_launch_refuses_a_config_nested_10000_levels_deep_in_one_line(tmp_path):
+    config = tmp_path / "ds.json"
+    config.write_text('{"a": ' * 10_000 + "1" + "}" * 10_000)
+    out = subprocess.run([sys.executable, "-m", "dsx", "launch", "--dry-run", "--config", str(config), "--",
+                          "python", "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (f"Error: {config}: nested more than 100 levels deep; a DeepSpeed "
+                                                   "config is a few levels deep")
+
+
 # ---------------------------------------------------------------------------------------------- dsx launch
 
 

@@ -296,6 +296,29 @@ def test_a_config_file_with_auto_is_refused(tmp_path):
                               "transformers Trainer / accelerate fill")
 
 
+@pytest.mark.parametrize("word, message", [
+    ("cpu", "'cpu' (DeepSpeed's CPU activation checkpointing) is for dsx config, for models that call "
+            "deepspeed.checkpointing; dsx's transformers models checkpoint with gradient_checkpointing_enable: use on"),
+    ("maybe", "'maybe' is not on/off"),
+])
+def test_run_act_ckpt_takes_only_the_words_it_can_do(tmp_path, word, message):
+    from click.testing import CliRunner
+
+    from dsx.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", "--model", "gpt2-tiny", "--act-ckpt", word, "--dry-run",
+                                      "--results", str(tmp_path / "runs.jsonl")])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == f"Error: Invalid value for '--act-ckpt': {message}"
+
+
+def test_a_config_file_nested_10000_levels_deep_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"a": ' * 10_000 + "1" + "}" * 10_000)
+    assert refused(tmp_path, config_path=str(path)) == (f"{path}: nested more than 100 levels deep; a DeepSpeed "
+                                                        "config is a few levels deep")
+
+
 def test_a_config_file_with_lint_errors_for_the_real_world_size_is_refused(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 1,

@@ -17,10 +17,11 @@ from click.testing import CliRunner
 
 from dsx.cli.options import SIZE
 from dsx.cli.sweep import command as sweep_command
+from dsx.models import resolve_model
 from dsx.results import append_row
 from dsx.sweep import (
     Configuration, SweepError, SweepLock, SweepSpec, done_rows, fixed_micro_batches, reap_orphans, run_request,
-    search_micro_batch,
+    search_micro_batch, sweep,
 )
 
 
@@ -272,6 +273,13 @@ def test_a_size_that_is_not_one_is_refused():
     (["--zero", "1,,2"], "--zero '1,,2': give a comma-separated list, e.g. --zero 1,2,3"),
     (["--offload", "gpu"], "--offload: 'gpu' is not one of none, cpu, nvme"),
     (["--act-ckpt", "maybe"], "--act-ckpt: 'maybe' is not on/off"),
+    (["--act-ckpt", "off,cpu"], "--act-ckpt: 'cpu' (DeepSpeed's CPU activation checkpointing) is for dsx config, for "
+                                "models that call deepspeed.checkpointing; dsx's transformers models checkpoint with "
+                                "gradient_checkpointing_enable: use on"),
+    (["--gpu-kind", "h100-80gb", "--estimate-gpu", "a100"],
+     "--gpu-kind h100-80gb and --estimate-gpu a100 conflict: --estimate-gpu is the old name of --gpu-kind; give one"),
+    (["--gpu-kind", "a100"], "unknown --gpu-kind 'a100': calibrated kinds are h100-80gb (--memory-cap SIZE "
+                             "estimates a smaller GPU of that kind)"),
     (["--micro-batch", "4,x"], "--micro-batch: 'x' is not a whole number"),
     (["--vary", "n_layer"], "--vary 'n_layer': write KEY=V1,V2 (e.g. --vary n_layer=12,24)"),
     (["--vary", "n_layer=1", "--vary", "n_layer=2"], "--vary n_layer is given twice; list all its values in one --vary"),
@@ -311,6 +319,67 @@ def test_dry_run_with_a_calibrated_gpu_shows_the_estimated_plan(tmp_path):
         "--results", str(tmp_path / "r.jsonl")])
     assert "  1. z1 bf16  (micro-batch 8; 16 predicted not to fit; predicted up to 20,537 tokens/s)" in out.output
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_sweep_takes_gpu_kind_and_act_ckpt_words_as_dsx_estimate_does(tmp_path):
+    out = CliRunner().invoke(sweep_command, [
+        "--model", "gpt2-xl", "--zero", "1", "--act-ckpt", "none,on", "--mb-max", "128", "--gpu-kind", "h100-80gb",
+        "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 0, out.output
+    assert [line.split("(")[0].strip() for line in out.output.splitlines()
+            if line[:4].strip().rstrip(".").isdigit()] == ["1. z1 bf16 ckpt", "2. z1 bf16"]
+
+
+UNBUILDABLE_AXIS = "--vary n_layer=6 cannot be built: unknown BertConfig key 'n_layer' for bert-base (nothing was run)"
+
+
+def test_dry_run_stops_at_a_vary_axis_the_model_does_not_have(tmp_path):
+    out = CliRunner().invoke(sweep_command, [
+        "--model", "bert-base", "--zero", "2", "--micro-batch", "32", "--one-at-a-time", "--vary", "n_layer=6",
+        "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 2, out.output
+    assert out.output.splitlines()[-1] == f"Error: {UNBUILDABLE_AXIS}"
+
+
+def test_a_real_sweep_stops_at_a_vary_axis_the_model_does_not_have_before_any_trial(tmp_path):
+    results = tmp_path / "r.jsonl"
+    base = SweepSpec(model="bert-base", zero=[2], offload=["none"], micro_batch=[32], vary={"n_layer": [6]},
+                     one_at_a_time=True, results=str(results), prune=False)
+    with pytest.raises(SweepError) as caught:
+        sweep(base, on_configuration=lambda index, configuration: pytest.fail("a configuration started"))
+    assert str(caught.value) == UNBUILDABLE_AXIS
+    assert not results.exists()
+
+
+def test_a_vary_value_the_model_rejects_in_every_configuration_stops_the_sweep(tmp_path):
+    out = CliRunner().invoke(sweep_command, ["--zero", "2", "--micro-batch", "1", "--vary", "n_head=3", "--vary",
+                                             "n_layer=1,2", "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 2, out.output
+    assert out.output.splitlines()[-1] == (
+        "Error: --vary n_head=3 cannot be built: gpt2-tiny: hidden size 64 is not a multiple of the 3 attention "
+        "heads: change --set n_embd=... or --set n_head=... (nothing was run)")
+
+
+def test_dry_run_lists_a_combination_the_model_rejects_as_skipped(tmp_path):
+    out = CliRunner().invoke(sweep_command, ["--zero", "2", "--micro-batch", "1", "--vary", "n_embd=64,96",
+                                             "--vary", "n_head=2,3", "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 0, out.output
+    assert ("  2. z2 bf16 n_embd=64 n_head=3  (skipped: refused: gpt2-tiny: hidden size 64 is not a multiple of the "
+            "3 attention heads: change --set n_embd=... or --set n_head=...)") in out.output.splitlines()
+
+
+def test_the_help_examples_are_sweeps_dsx_can_build(tmp_path):
+    """Each example of `dsx sweep --help`, as a dry run: the help never shows an axis dsx would refuse."""
+    help_text = CliRunner().invoke(sweep_command, ["--help"]).output.replace("\\\n", " ")
+    examples = [line.split()[2:] for line in help_text.splitlines() if line.strip().startswith("dsx sweep")]
+    assert len(examples) == 3
+    for args in examples:
+        model = args[args.index("--model") + 1] if "--model" in args else "gpt2-tiny"
+        for key, _, value in (args[i + 1].partition("=") for i, arg in enumerate(args) if arg == "--vary"):
+            resolve_model(model, {key: json.loads(value)})  # ModelError: the help shows an axis dsx cannot build
+        out = CliRunner().invoke(sweep_command, [*args, "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+        assert out.exit_code == 0, (args, out.output)
+        assert "skipped: refused" not in out.output, out.output
 
 
 def test_sweep_rows_validate_as_run_rows():

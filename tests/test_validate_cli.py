@@ -1,6 +1,10 @@
 """`dsx validate` as a user runs it: exit codes, output forms, unreadable files."""
 
 import json
+import os
+import resource
+import subprocess
+import sys
 
 from click.testing import CliRunner
 
@@ -12,6 +16,19 @@ FIXTURES = ROOT / "tests/fixtures/configs"
 
 def validate(*args):
     return CliRunner().invoke(cli, ["validate", *map(str, args)])
+
+
+def validate_in_subprocess(*args):
+    """`dsx validate` in its own process, with a time limit and a 2 GiB memory cap: an input that blocks or reads
+    without bound fails the test instead of hanging it or exhausting the machine."""
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 1024 ** 3, 2 * 1024 ** 3))
+
+    return subprocess.run([sys.executable, "-m", "dsx", "validate", *map(str, args)], capture_output=True, text=True,
+                          timeout=60, preexec_fn=cap_memory)
+
+
+MISTAKE = FIXTURES / "mistake_offload_param_stage2.json"
 
 
 def test_clean_config_exits_0():
@@ -93,3 +110,65 @@ def test_world_size_checks_batch_arithmetic():
     result = validate("--world-size", "3", ROOT / "ds_configs/pipeline.json")
     assert result.exit_code == 1
     assert "batch-arithmetic" in result.stdout
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "ds.json"
+    os.mkfifo(fifo)
+    out = validate_in_subprocess(fifo, MISTAKE)
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0] == f"{fifo}: is a FIFO, not a config file"
+    assert "offload_param only applies to ZeRO stage 3" in out.stdout
+
+
+def test_dev_zero_is_refused_without_reading_it():
+    out = validate_in_subprocess("/dev/zero", MISTAKE)
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0] == "/dev/zero: is a character device, not a config file"
+    assert "offload_param only applies to ZeRO stage 3" in out.stdout
+
+
+def test_a_directory_is_reported_like_any_unreadable_file(tmp_path):
+    result = validate(tmp_path, MISTAKE)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == f"{tmp_path}: is a directory, not a config file"
+    assert "offload_param only applies to ZeRO stage 3" in result.stdout
+
+
+def test_a_file_over_16_mib_is_refused_unread(tmp_path):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(16 * 1024 ** 2 + 1)
+    result = validate(big, MISTAKE)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (f"{big}: larger than 16 MiB, the most dsx reads; a DeepSpeed config is "
+                                             "a few KiB")
+    assert "offload_param only applies to ZeRO stage 3" in result.stdout
+
+
+def test_10000_levels_of_nesting_are_refused_and_the_other_files_still_linted(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a": ' * 10_000 + "1" + "}" * 10_000)
+    result = validate(deep, MISTAKE)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (f"{deep}: nested more than 100 levels deep; a DeepSpeed config is a "
+                                             "few levels deep")
+    assert "offload_param only applies to ZeRO stage 3" in result.stdout
+
+
+def test_nesting_the_parser_survives_but_the_linter_would_not_is_refused(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a": ' * 600 + "1" + "}" * 600)
+    result = validate(deep)
+    assert result.exit_code == 2, result.output
+    assert "nested more than 100 levels deep" in result.stderr
+
+
+def test_megabytes_of_junk_skip_the_slow_hjson_fallback(tmp_path):
+    junk = tmp_path / "junk.json"
+    junk.write_text("x" * 1_000_000)
+    result = validate(junk, MISTAKE)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (f"{junk}:1:1: not valid JSON: Expecting value (hjson is tried only up "
+                                             "to 256 KiB)")
+    assert "offload_param only applies to ZeRO stage 3" in result.stdout

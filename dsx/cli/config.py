@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from dsx.cli.options import ds_config_options, resolve_target_or_fail, target_option
+from dsx.cli.options import act_ckpt_option, ds_config_options, resolve_target_or_fail, target_option
 from dsx.generate import SCHEDULERS, ConfigRequest, ConfigRequestError, generate, parse_set
 from dsx.presets import PRESETS
 from dsx.versions import NEWEST_KNOWN
@@ -45,8 +45,8 @@ def request_from(preset: str | None, flags: dict) -> tuple[ConfigRequest, str | 
 @click.option("--scheduler", type=click.Choice(SCHEDULERS), help="Learning-rate schedule (default none).")
 @click.option("--warmup-steps", type=click.IntRange(min=1), help="Warm-up steps for the schedule (default 100).")
 @click.option("--total-steps", type=click.IntRange(min=1), help="Total steps (WarmupDecayLR, WarmupCosineLR).")
-@click.option("--act-ckpt", type=click.Choice(["none", "on", "cpu"]),
-              help="DeepSpeed activation checkpointing block (for models that call deepspeed.checkpointing).")
+@act_ckpt_option("DeepSpeed's activation_checkpointing block, for models that call deepspeed.checkpointing (cpu: "
+                 "checkpoints in CPU memory); bare --act-ckpt is on.", cpu=True, default=None)
 @click.option("--pipeline-stages", type=click.IntRange(min=1), help="Pipeline stages (ZeRO 0/1 only).")
 @click.option("--sparse-attention", type=click.Choice(["fixed", "variable", "bigbird", "bslongformer", "dense"]),
               help="DeepSpeed sparse attention layout (DeepSpeed 0.18 only).")
@@ -94,6 +94,40 @@ def _generate_or_fail(preset: str | None, flags: dict, target_text: str | None) 
     try:
         request, preset_target = request_from(preset, flags)
         target = resolve_target_or_fail(target_text or preset_target)
-        return generate(request, target)
+        config = generate(request, target)
     except ConfigRequestError as exc:
         raise click.UsageError(str(exc)) from None
+    overwritten = hf_auto_overwrites(flags, config) if request.hf_auto else []
+    if overwritten:
+        names = " and ".join(overwritten)
+        raise click.UsageError(f'--hf-auto conflicts with {names}: --hf-auto writes "auto" there, for the transformers '
+                               f"Trainer to fill from TrainingArguments. Drop --hf-auto to write the values, or drop "
+                               f"{names} and set them in TrainingArguments")
+    return config
+
+
+# The keys each flag writes. --hf-auto writes "auto" over some of them (which, depends on the target and the
+# scheduler), so the flag's value would be lost: a conflict.
+FLAG_KEYS = {
+    "micro_batch": ("train_micro_batch_size_per_gpu",),
+    "grad_accum": ("gradient_accumulation_steps",),
+    "train_batch": ("train_batch_size",),
+    "lr": ("optimizer.params.lr",),
+    "weight_decay": ("optimizer.params.weight_decay",),
+    "gradient_clipping": ("gradient_clipping",),
+    "precision": ("bf16.enabled", "fp16.enabled"),
+    "warmup_steps": ("scheduler.params.warmup_num_steps",),
+    "total_steps": ("scheduler.params.total_num_steps",),
+}
+
+
+def hf_auto_overwrites(flags: dict, config: dict) -> list[str]:
+    """The flags the user gave whose keys all hold "auto" in the --hf-auto config (their values were dropped)."""
+    def value_at(dotted: str):
+        node = config
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
+    return ["--" + flag.replace("_", "-") for flag, keys in FLAG_KEYS.items()
+            if flags.get(flag) is not None and all(value_at(key) == "auto" for key in keys)]

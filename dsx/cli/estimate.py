@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from dsx.cli.options import SIZE, config_source_options, model_options
+from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, model_options,
+                             pick_gpu_kind)
 
 
 def _gib(n: int) -> str:
@@ -18,14 +19,15 @@ def _gib(n: int) -> str:
 @model_options
 @config_source_options
 @click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
-@click.option("--gpu", "gpu_kind", default="h100-80gb", show_default=True,
-              help="Calibrated GPU kind (see the list in the error for an unknown one).")
+@gpu_kind_options("--gpu", "Calibrated GPU kind the estimate is for (default h100-80gb; the error for an unknown "
+                          "one lists them).")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one GPU may use (a smaller GPU).")
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True)
-@click.option("--act-ckpt", is_flag=True, help="Activation checkpointing.")
+@act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable, as dsx run --act-ckpt); "
+                 "bare --act-ckpt is on.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
-def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, gpu_kind, memory_cap, attn,
-            act_ckpt, as_json, **config_options):
+def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, gpu_kind, gpu_kind_old, memory_cap,
+            attn, act_ckpt, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -41,9 +43,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     from dsx.run import RunRefused, RunRequest, config_flags, resolve_config
     from dsx.schema.batch import BatchError, solve_batch
 
-    if gpu_kind not in GPUS:
-        raise click.UsageError(f"unknown --gpu '{gpu_kind}': calibrated kinds are {', '.join(GPUS)} "
-                               f"(--memory-cap SIZE estimates a smaller GPU of that kind)")
+    gpu_kind = pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu") or "h100-80gb"
+    act_ckpt = act_ckpt == "on"  # the word (off|on) as the bool Setup and RunRequest take
     try:
         resolved = resolve_model(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
     except ModelError as exc:

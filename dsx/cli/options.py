@@ -59,6 +59,70 @@ def config_source_options(f):
                         help="Use this DeepSpeed JSON as is (no \"auto\"); excludes the config flags below.")(f)
 
 
+ACT_CKPT_WORDS = {"off": "off", "none": "off", "on": "on", "cpu": "cpu"}
+"""The words --act-ckpt takes in every command ("none" is dsx config's first spelling of off)."""
+ACT_CKPT_CPU_ONLY_IN_CONFIG = (
+    "'cpu' (DeepSpeed's CPU activation checkpointing) is for dsx config, for models that call "
+    "deepspeed.checkpointing; dsx's transformers models checkpoint with gradient_checkpointing_enable: use on")
+
+
+def act_ckpt_word(text: str, *, cpu: bool = False) -> str:
+    """'off', 'on' or (where cpu is allowed) 'cpu' for one --act-ckpt word; ValueError says what is accepted."""
+    word = ACT_CKPT_WORDS.get(str(text).strip().lower())
+    if word == "cpu" and not cpu:
+        raise ValueError(ACT_CKPT_CPU_ONLY_IN_CONFIG)
+    if word is None:
+        raise ValueError(f"{text!r} is not {'on/off/cpu' if cpu else 'on/off'}")
+    return word
+
+
+class ActCkpt(click.ParamType):
+    """One --act-ckpt word (act_ckpt_word)."""
+
+    name = "act_ckpt"
+
+    def __init__(self, cpu: bool = False):
+        self.cpu = cpu
+
+    def convert(self, value, param, ctx):
+        try:
+            return act_ckpt_word(value, cpu=self.cpu)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def act_ckpt_option(help_text: str, *, cpu: bool = False, default: str | None = "off"):
+    """--act-ckpt with the same words everywhere (dsx sweep takes a list of them): bare means on."""
+    return click.option("--act-ckpt", type=ActCkpt(cpu), is_flag=False, flag_value="on", default=default,
+                        show_default=default is not None, metavar="[off|on|cpu]" if cpu else "[off|on]",
+                        help=help_text)
+
+
+def gpu_kind_options(old_name: str, help_text: str):
+    """--gpu-kind KIND: the calibrated GPU kind the estimates are for, one name in every command (--gpus is always
+    a count); OLD_NAME, its earlier name in this command, stays as a hidden alias."""
+    def decorate(f):
+        f = click.option(old_name, "gpu_kind_old", metavar="KIND", hidden=True)(f)
+        return click.option("--gpu-kind", metavar="KIND", help=help_text)(f)
+    return decorate
+
+
+def pick_gpu_kind(gpu_kind: str | None, gpu_kind_old: str | None, old_name: str) -> str | None:
+    """The GPU kind given as --gpu-kind or by its old name (both: they must agree), checked against the
+    calibrated kinds; None when neither was given."""
+    from dsx.calibration import GPUS
+
+    if gpu_kind and gpu_kind_old and gpu_kind != gpu_kind_old:
+        raise click.UsageError(f"--gpu-kind {gpu_kind} and {old_name} {gpu_kind_old} conflict: {old_name} is the old "
+                               "name of --gpu-kind; give one")
+    kind, flag = (gpu_kind, "--gpu-kind") if gpu_kind else (gpu_kind_old, old_name)
+    if kind is not None and kind not in GPUS:
+        count_hint = "; --gpus N is the number of GPUs" if kind.isdigit() else ""
+        raise click.UsageError(f"unknown {flag} '{kind}': calibrated kinds are {', '.join(GPUS)} (--memory-cap SIZE "
+                               f"estimates a smaller GPU of that kind{count_hint})")
+    return kind
+
+
 class Size(click.ParamType):
     """A byte count: 123456, 512MiB, 40GiB, 1.5GB (dsx.units.parse_size)."""
 

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from dsx.cli.options import SIZE, config_source_options, model_options, node_options
+from dsx.cli.options import SIZE, act_ckpt_option, config_source_options, model_options, node_options
 
 ENTERED = time.time()
 
@@ -26,7 +26,7 @@ ENTERED = time.time()
 @click.option("--compile", "compile_", is_flag=True, help="engine.compile() (DeepSpeed's torch.compile).")
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation (flash: flash_attn on CUDA).")
-@click.option("--act-ckpt", is_flag=True, help="Activation checkpointing (transformers gradient_checkpointing_enable).")
+@act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable); bare --act-ckpt is on.")
 @click.option("--flop-check", is_flag=True,
               help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers.")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE",
@@ -65,7 +65,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     request = RunRequest(
         model=model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_path=config_path,
         preset=ds_preset, config_flags=config_flags(config_and_nodes), ds_sets=tuple(ds_sets), gpus=gpus,
-        steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn, act_ckpt=act_ckpt, results=results,
+        steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn, act_ckpt=act_ckpt == "on",
+        results=results,
         timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
         memory_cap=memory_cap, **{key: config_and_nodes[key] for key in NODE_KEYS},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from dsx.cli.options import SIZE, node_options
+from dsx.cli.options import SIZE, act_ckpt_word, gpu_kind_options, node_options, pick_gpu_kind
 
 BOOLEAN_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False, "1": True,
                  "0": False}
@@ -53,6 +53,14 @@ def _booleans(text: str, option: str) -> list[bool]:
     return list(dict.fromkeys(values))
 
 
+def _act_ckpt(text: str) -> list[bool]:
+    """--act-ckpt off,on: each word as dsx run takes it (dsx.cli.options.act_ckpt_word)."""
+    try:
+        return list(dict.fromkeys(act_ckpt_word(item) == "on" for item in _split(text, "--act-ckpt")))
+    except ValueError as exc:
+        raise click.UsageError(f"--act-ckpt: {exc}") from None
+
+
 def _vary(items: tuple[str, ...]) -> dict[str, list]:
     vary: dict[str, list] = {}
     for item in items:
@@ -80,7 +88,8 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--offload-params", default="none", show_default=True, metavar="LIST",
               help="Parameter offload: none,cpu,nvme (ZeRO-3 only).")
 @click.option("--precision", default="bf16", show_default=True, metavar="LIST", help="bf16,fp16,fp32.")
-@click.option("--act-ckpt", default="off", show_default=True, metavar="LIST", help="Activation checkpointing: off,on.")
+@click.option("--act-ckpt", is_flag=False, flag_value="on", default="off", show_default=True, metavar="LIST",
+              help="Activation checkpointing, as dsx run --act-ckpt: off,on (bare: on).")
 @click.option("--compile", "compile_", default="off", show_default=True, metavar="LIST",
               help="DeepSpeed's engine.compile(): off,on.")
 @click.option("--gpus", default=None, metavar="LIST", help="GPU counts, e.g. 1,2 (default all visible; CPU: 1 rank).")
@@ -122,15 +131,15 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--keep-within", type=click.FloatRange(min=0, max=1), default=0.1, show_default=True,
               metavar="FRACTION", help="With pruning: skip configurations predicted slower than the predicted "
                                        "fastest by more than this fraction (1 keeps all that fit).")
-@click.option("--estimate-gpu", metavar="KIND", help="Calibrated GPU kind for the estimates (default: the visible "
-                                                     "GPU's, when calibrated; dsx estimate --help).")
+@gpu_kind_options("--estimate-gpu", "Calibrated GPU kind the estimates are for (default: the visible GPU's, when "
+                                    "calibrated; as dsx estimate --gpu-kind).")
 @click.option("--dry-run", is_flag=True, help="List the configurations in the order they would run (with dsx "
                                              "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
             mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
             attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within,
-            estimate_gpu, dry_run, inject, **nodes):
+            gpu_kind, gpu_kind_old, dry_run, inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
@@ -140,7 +149,8 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     \b
     dsx sweep --zero 3 --offload cpu
     dsx sweep --model gpt2-xl --zero 1,2,3 --offload none,cpu --act-ckpt off,on --micro-batch auto
-    dsx sweep --model bert-base --zero 2 --micro-batch 32 --one-at-a-time --vary n_layer=6 --vary hidden_size=512
+    dsx sweep --model bert-base --zero 2 --micro-batch 32 --one-at-a-time --vary num_hidden_layers=6 \\
+        --vary hidden_size=384
     """
     from dsx.models import ModelError, parse_overrides
     from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model
@@ -158,6 +168,7 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     else:
         micro_batches = _ints(micro_batch, "--micro-batch", 1)
 
+    estimate_gpu = pick_gpu_kind(gpu_kind, gpu_kind_old, "--estimate-gpu")
     from dsx.host import detect_device
 
     device, visible = detect_device()
@@ -165,7 +176,7 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         model=model or default_model(device), zero=_ints(zero_, "--zero", 0, 3),
         offload=_choices(offload, "--offload", OFFLOAD_CHOICES),
         offload_params=_choices(offload_params, "--offload-params", OFFLOAD_CHOICES),
-        precision=_choices(precision, "--precision", PRECISION_CHOICES), act_ckpt=_booleans(act_ckpt, "--act-ckpt"),
+        precision=_choices(precision, "--precision", PRECISION_CHOICES), act_ckpt=_act_ckpt(act_ckpt),
         compile=_booleans(compile_, "--compile"), gpus=_ints(gpus, "--gpus", 1) if gpus else [None],
         vary=_vary(vary), one_at_a_time=one_at_a_time, micro_batch=micro_batches, mb_start=mb_start,
         mb_max=mb_max or (1024 if device == "cuda" else 8), mb_tolerance=mb_tolerance, grad_accum=grad_accum,
@@ -176,10 +187,6 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         nodes={key: value for key, value in nodes.items()
                if value is not None and not (key == "launcher" and value == "pdsh")},
     )
-    from dsx.estimate import GPUS
-
-    if estimate_gpu and estimate_gpu not in GPUS:
-        raise click.UsageError(f"unknown --estimate-gpu '{estimate_gpu}': calibrated kinds are {', '.join(GPUS)}")
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")
     if device == "cuda" and any(g is not None and g > visible for g in spec.gpus):
@@ -191,7 +198,13 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     click.echo(f"dsx sweep {spec.sweep_id()}: {spec.model} on {where}, {len(configurations)} configuration(s), "
                f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
     if dry_run:
-        _print_plan(spec, configurations)
+        from dsx.sweep import SweepError, preflight
+
+        try:
+            refused = preflight(spec)
+        except SweepError as exc:
+            raise click.UsageError(str(exc)) from None
+        _print_plan(spec, configurations, refused)
         return
     import signal
 
@@ -213,13 +226,14 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         sys.exit(1)
 
 
-def _print_plan(spec, configurations) -> None:
+def _print_plan(spec, configurations, refused: dict) -> None:
     """--dry-run: the configurations in the order the sweep would run them, with what dsx estimate predicts for each
-    when a calibrated GPU is visible or named (--estimate-gpu) and pruning is on."""
+    when a calibrated GPU is visible or named (--gpu-kind) and pruning is on; `refused` (dsx.sweep.preflight) and
+    impossible ones are listed as skipped, as the sweep would skip them."""
     from dsx.sweep import AUTO, plan, visible_gpu_kind
 
     gpu = visible_gpu_kind(spec) if spec.prune else None
-    runnable = [c for c in configurations if not c.problem(spec.nvme_path)]
+    runnable = [c for c in configurations if not (c.problem(spec.nvme_path) or refused.get(c))]
     plans = {p.configuration: p for p in plan(spec, runnable, gpu)} if gpu and runnable else {}
     if plans:
         click.echo(f"dsx estimate ({gpu}): likely fastest first; the search starts at the predicted largest "
@@ -227,7 +241,7 @@ def _print_plan(spec, configurations) -> None:
         configurations = list(plans) + [c for c in configurations if c not in plans]
     for i, configuration in enumerate(configurations, start=1):
         item = plans.get(configuration)
-        problem = configuration.problem(spec.nvme_path) or (item.skip if item else None)
+        problem = configuration.problem(spec.nvme_path) or refused.get(configuration) or (item.skip if item else None)
         if problem:
             detail = f"  (skipped: {problem})"
         elif item and item.tokens_per_s and spec.micro_batch == AUTO:

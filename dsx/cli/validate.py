@@ -16,7 +16,7 @@ from dsx.lint.load import UnreadableConfig, read_config
 
 
 @click.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--world-size", type=click.IntRange(min=1),
               help="Data-parallel world size (GPUs, unless you use pipeline/tensor parallelism) to check batch "
                    "arithmetic against.")

@@ -1,11 +1,26 @@
 """Read a config file the way DeepSpeed does (hjson: comments and unquoted keys allowed), but say where a
-syntax error is, and find duplicate keys (DeepSpeed's loader rejects them; plain json keeps the last)."""
+syntax error is, and find duplicate keys (DeepSpeed's loader rejects them; plain json keeps the last).
+
+Every config dsx reads (dsx validate, run --config, launch --config) comes through read_config, which refuses
+in bounded time and memory what cannot be a config: anything but a regular file (a FIFO would block, /dev/zero
+never ends), a file over MAX_CONFIG_BYTES, nesting deeper than MAX_NESTING."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dsx.units import KIB, MIB
+
+MAX_CONFIG_BYTES = 16 * MIB
+"""A DeepSpeed config is a few KiB; more is not a config, and reading it whole could exhaust memory."""
+MAX_HJSON_BYTES = 256 * KIB
+"""hjson (the fallback for comments) parses at about 1 MiB/s: above this, junk would take seconds to refuse."""
+MAX_NESTING = 100
+"""DeepSpeed configs nest a few levels; deeper input would overflow the recursive parsers and the linter."""
 
 
 class UnreadableConfig(Exception):
@@ -47,36 +62,91 @@ class LoadedConfig:
     is_hjson: bool = False
 
 
+def _too_deep(value) -> bool:
+    """Whether containers nest deeper than MAX_NESTING (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
 def parse_text(text: str, source: str) -> LoadedConfig:
     """Parse JSON, falling back to hjson as DeepSpeed's file loader does."""
+    too_deep = UnreadableConfig(f"{source}: nested more than {MAX_NESTING} levels deep; a DeepSpeed config is a few "
+                                "levels deep")
     is_hjson = False
     try:
         parsed = json.loads(text, object_pairs_hook=_collect)
+    except RecursionError:
+        raise too_deep from None
     except json.JSONDecodeError as json_error:
+        where = f"{source}:{json_error.lineno}:{json_error.colno}"
+        if len(text) > MAX_HJSON_BYTES:
+            raise UnreadableConfig(f"{where}: not valid JSON: {json_error.msg} (hjson is tried only up to "
+                                   f"{MAX_HJSON_BYTES // KIB} KiB)") from None
         import hjson
 
         try:
             parsed = hjson.loads(text, object_pairs_hook=_collect)
+        except RecursionError:
+            raise too_deep from None
         except Exception:
-            raise UnreadableConfig(
-                f"{source}:{json_error.lineno}:{json_error.colno}: not valid JSON (nor hjson): {json_error.msg}"
-            ) from None
+            raise UnreadableConfig(f"{where}: not valid JSON (nor hjson): {json_error.msg}") from None
         is_hjson = True
     if not isinstance(parsed, dict):
         raise UnreadableConfig(f"{source}: the top level must be a JSON object, not {type(parsed).__name__}")
+    if _too_deep(parsed):
+        raise too_deep
     duplicates: list[str] = []
     data = _plain(parsed, "", duplicates)
     return LoadedConfig(data=data, duplicate_keys=duplicates, is_hjson=is_hjson)
 
 
-def read_config(path: str | Path) -> LoadedConfig:
-    path = Path(path)
+def _not_a_file(mode: int) -> str | None:
+    """What a non-regular file is, in words ('a FIFO'); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
+    return next((name for test, name in kinds.items() if test(mode)), "a special file")
+
+
+def _read_bytes(path: Path) -> bytes:
+    """At most MAX_CONFIG_BYTES of a regular file; anything else is refused before a byte is read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        kind = _not_a_file(os.stat(path).st_mode)
     except FileNotFoundError:
         raise UnreadableConfig(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UnreadableConfig(f"{path}: is a directory, not a config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UnreadableConfig(f"{path}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise UnreadableConfig(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if kind:
+        raise UnreadableConfig(f"{path}: is {kind}, not a config file")
+    try:
+        # O_NONBLOCK: if a FIFO replaced the file since stat, opening it must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise UnreadableConfig(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        kind = _not_a_file(os.fstat(fd).st_mode)
+        if kind:
+            raise UnreadableConfig(f"{path}: is {kind}, not a config file")
+        data = file.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UnreadableConfig(f"{path}: larger than {MAX_CONFIG_BYTES // MIB} MiB, the most dsx reads; a DeepSpeed "
+                               "config is a few KiB")
+    return data
+
+
+def read_config(path: str | Path) -> LoadedConfig:
+    """The one reader of config files for every command: bounded, and each failure an UnreadableConfig."""
+    path = Path(path)
+    data = _read_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableConfig(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_text(text, str(path))

@@ -6,17 +6,19 @@ Both resolve trials through dsx.run and dsx.estimate, imported when called: `dsx
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
 from dsx.sweep.trials import run_request
 
 
 def preflight(spec: SweepSpec) -> dict[Configuration, str]:
-    """Resolve every configuration at its first micro-batch before anything runs: a configuration dsx refuses
-    (a model override that does not fit, a config with lint errors...) is skipped with the reason; when dsx
-    refuses all of them the sweep stops here (SweepError) with the first reason."""
+    """Resolve every configuration at its first micro-batch before anything runs (--dry-run too): a configuration
+    dsx refuses (a combination of --vary values the model rejects, a config with lint errors...) is skipped with
+    the reason. The sweep stops here (SweepError) when a --vary value cannot be built in any configuration (an
+    unknown key, a value the model rejects whatever the other axes are), or when dsx refuses every configuration."""
     from dsx.run import RunRefused, resolve_trial
 
     first = spec.mb_start if spec.micro_batch == AUTO else min(spec.micro_batch)
@@ -27,6 +29,19 @@ def preflight(spec: SweepSpec) -> dict[Configuration, str]:
             resolve_trial(run_request(spec, configuration, first, "fixed"))
         except RunRefused as exc:
             refused[configuration] = f"refused: {exc}"
+    unbuildable: dict[str, list[str]] = {}  # reason -> the KEY=VALUE of --vary that no configuration can build
+    for key, values in spec.vary.items():
+        for value in values:
+            points = [c for c in runnable if (key, value) in c.vary]
+            if not points or not all(c in refused for c in points):
+                continue
+            try:  # refused everywhere: its own fault only if it is refused alone too (not just by its partners)
+                resolve_trial(run_request(spec, replace(points[0], vary=((key, value),)), first, "fixed"))
+            except RunRefused as exc:
+                unbuildable.setdefault(str(exc), []).append(f"{key}={json.dumps(value)}")
+    if unbuildable:
+        raise SweepError("; ".join(f"--vary {', '.join(axes)} cannot be built: {reason}"
+                                   for reason, axes in unbuildable.items()) + " (nothing was run)")
     if runnable and len(refused) == len(runnable):
         raise SweepError(next(iter(refused.values())).removeprefix("refused: "))
     if not runnable:
@@ -58,7 +73,7 @@ class Plan:
 
 
 def visible_gpu_kind(spec: SweepSpec) -> str | None:
-    """The calibrated GPU kind the estimates use: --estimate-gpu, else the first visible GPU when it is one."""
+    """The calibrated GPU kind the estimates use: --gpu-kind, else the first visible GPU when it is one."""
     if spec.estimate_gpu:
         return spec.estimate_gpu
     import os
