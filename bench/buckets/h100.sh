@@ -7,8 +7,10 @@
 #   gpt2  GPT-2 124M, micro-batch 16: ZeRO-2 at 5e8 (DeepSpeed's default), 2e8, 5e7, 1e7, 589824 (hidden^2, the
 #         Trainer's "auto" rule) and 1e9, then 5e8 again (drift); ZeRO-1 at 5e8 and 5e7
 #   xl    gpt2-xl, micro-batch 8: ZeRO-2 at 5e8, 1e8, 1e9
+#   now   gpt2, micro-batch 16, ZeRO-2: the buckets dsx writes since issue 19 (min(5e8, 124M parameters)) against 5e8,
+#         alternating, twice each
 set -uo pipefail
-usage="usage: bench/buckets/h100.sh OUT STAGE... (stages: gpt2 xl)"
+usage="usage: bench/buckets/h100.sh OUT STAGE... (stages: gpt2 xl now)"
 out=${1:?$usage}
 shift
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
@@ -41,6 +43,15 @@ for stage in "$@"; do
       for size in 500000000 100000000 1000000000; do
         # shellcheck disable=SC2046
         run 200 python3 -m dsx run "${xl[@]}" --zero 2 $(buckets $size)
+      done
+      ;;
+    now)
+      gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 16 --steps 15 --warmup 5 --gpus 1
+            --results "$res" "${adam[@]}" --zero 2)
+      for _ in 1 2; do
+        run 150 python3 -m dsx run "${gpt2[@]}"
+        # shellcheck disable=SC2046
+        run 150 python3 -m dsx run "${gpt2[@]}" $(buckets 500000000)
       done
       ;;
     *) echo "bench/buckets/h100.sh: unknown stage $stage ($usage)" >&2; exit 2 ;;
