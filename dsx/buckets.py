@@ -10,6 +10,8 @@ memory for gpt2-xl. The Trainer's "auto" rule (hidden^2) measured slower there.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 DEEPSPEED_DEFAULT = 500_000_000
 """DeepSpeed's reduce_bucket_size and allgather_bucket_size default (elements)."""
 
@@ -35,11 +37,14 @@ def sized_buckets(params: int, stage: int) -> dict[str, int]:
     return keys
 
 
-def fill_buckets(config: dict, params: int) -> None:
-    """Write the sized buckets into a config dsx made for a model of `params` parameters, leaving every bucket key
-    already there (a preset's, a --ds-set) as it is."""
+def fill_buckets(config: dict, params: int, ds_sets: Iterable[str] = ()) -> None:
+    """Write the sized buckets into a config dsx made for a model of `params` parameters, leaving a bucket key that
+    is already there (a preset's) or that a --ds-set KEY=VALUE in `ds_sets` names (the emitted config drops a value
+    equal to DeepSpeed's default, so a user's explicit 5e8 is not in it) as it is."""
     zero = config.get("zero_optimization")
     if not isinstance(zero, dict) or not isinstance(zero.get("stage"), int):
         return
+    given = {text.partition("=")[0].strip() for text in ds_sets}
     for key, size in sized_buckets(params, zero["stage"]).items():
-        zero.setdefault(key, size)
+        if f"zero_optimization.{key}" not in given:
+            zero.setdefault(key, size)

@@ -57,6 +57,14 @@ def test_ds_set_overrides_a_bucket(tmp_path):
     assert (zero["reduce_bucket_size"], zero["allgather_bucket_size"]) == (1_000_000, GPT2_TINY_PARAMS)
 
 
+def test_ds_set_of_deepspeeds_default_keeps_the_default(tmp_path):
+    # the emitted config leaves out a value equal to DeepSpeed's default: the sized bucket must not take its place
+    zero = dry_run_config(tmp_path, "--zero", "2", "--micro-batch", "2", "--ds-set",
+                          "zero_optimization.reduce_bucket_size=500000000")["zero_optimization"]
+    assert zero.get("reduce_bucket_size", DEEPSPEED_DEFAULT) == DEEPSPEED_DEFAULT
+    assert zero["allgather_bucket_size"] == GPT2_TINY_PARAMS
+
+
 def test_a_config_file_is_run_as_it_is(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,

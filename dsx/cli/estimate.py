@@ -55,7 +55,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     try:
         config, source, warnings = resolve_config(request, gpus)
         if source == "flags":  # sized to the model as dsx run writes them
-            fill_buckets(config, count_params(resolved))
+            fill_buckets(config, count_params(resolved), request.ds_sets)
         batch = solve_batch(gpus, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
                             config.get("gradient_accumulation_steps"))
     except RunRefused as exc:

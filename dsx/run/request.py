@@ -195,7 +195,7 @@ def resolve_trial(request: RunRequest) -> Trial:
     if request.attn == "flash" and device != "cuda":
         raise RunRefused("--attn flash needs a CUDA GPU")
     if source == "flags":  # a --config file is run as it is
-        fill_buckets(config, count_params(resolved))
+        fill_buckets(config, count_params(resolved), request.ds_sets)
     from dsx.schema.batch import BatchError, solve_batch
 
     try:
