@@ -193,7 +193,8 @@ def test_dsx_launch_exits_with_the_jobs_status_when_a_rank_fails(sshd, tmp_path)
     # rank 1 exits with 3 (user_train.py --fail-rank); rank 0 then loses its peer and exits with 1; pdsh -S
     # returns the largest status of its nodes, so the job's status is the failing rank's 3, and dsx exits with it
     assert out.returncode == 3, out.stdout + out.stderr
-    assert out.stderr.splitlines()[-1].startswith("dsx launch: the job exited with 3 (output also in "), out.stderr
+    assert out.stderr.splitlines()[-1] == ("dsx launch: the job exited with 3: the exit status of your command on a rank, "
+                                           "not a refusal by dsx (dsx refuses before starting anything, with \"Error: ...\")")
     assert "127.0.0.2: ssh exited with exit code 3" in out.stderr
 
 
