@@ -169,6 +169,18 @@ def test_largest_fitting_micro_batch_is_marked():
     assert "*: the largest micro-batch that fit in its configuration" in result.stdout
 
 
+def test_the_marks_footnote_points_to_the_oom_only_when_a_run_ran_out_of_memory(tmp_path):
+    with_oom = report(H100, "--format", "markdown").stdout
+    assert ("*: the largest micro-batch that fit in its configuration (the per-configuration table says where it ran "
+            "out of memory).") in with_oom
+    no_oom = tmp_path / "no_oom.jsonl"
+    no_oom.write_text("".join(line + "\n" for line in SWEEP.read_text().splitlines()  # a search, OOM rows dropped
+                              if json.loads(line)["status"] != "oom"))
+    text = report(no_oom, "--format", "markdown").stdout
+    assert ("*: the largest micro-batch that fit in its configuration (none of these runs ran out of memory: the "
+            "search stopped for another reason).") in text
+
+
 def test_where_restricts_rows():
     table = md_table(report(H100, "--format", "markdown", "--where", "model=bert-base").stdout, "Runs")
     assert {r[1] for r in table if isinstance(r, list)} == {"bert-base"}
@@ -201,7 +213,7 @@ def test_terminal_table_fits_120_columns_and_says_what_it_left_out():
 def test_terminal_table_has_the_rows_and_no_markup_leak():
     result = report(H100)
     assert result.exit_code == 0, result.output
-    assert "Read 9 row(s) from" in result.stdout
+    assert f"Read 9 row(s) from {H100}.\n" in result.stdout  # one file, nothing skipped: the count once
     assert "372,520" in result.stdout and "[bold]" not in result.stdout
 
 

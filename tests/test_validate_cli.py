@@ -135,6 +135,12 @@ def test_a_directory_is_reported_like_any_unreadable_file(tmp_path):
     assert "offload_param only applies to ZeRO stage 3" in result.stdout
 
 
+def test_the_summary_counts_unreadable_files_apart_from_the_files_read(tmp_path):
+    result = validate(tmp_path, MISTAKE)
+    assert result.stderr.splitlines()[-1].startswith("1 of 2 file(s) unreadable; 2 error(s), 1 warning(s) in 1 file(s) "
+                                                     "read (target DeepSpeed ")
+
+
 def test_a_file_over_16_mib_is_refused_unread(tmp_path):
     big = tmp_path / "big.json"
     with open(big, "wb") as f:

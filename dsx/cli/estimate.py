@@ -22,7 +22,8 @@ def _gib(n: int) -> str:
 @gpu_kind_options("--gpu", "Calibrated GPU kind the estimate is for (default h100-80gb; the error for an unknown "
                           "one lists them).")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one GPU may use (a smaller GPU).")
-@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True)
+@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
+              help="Attention implementation (what it saves for backward differs: eager keeps the scores).")
 @act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable, as dsx run --act-ckpt); "
                  "bare --act-ckpt is on.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")

@@ -53,10 +53,10 @@ def command(results, show_all, where, baseline, group_by, fmt, effects, best, vs
 
     \b
     dsx report results/runs.jsonl
-    dsx report results/sweep.jsonl --all --group-by zero,offload -o report/
-    dsx report results/sweep.jsonl --baseline zero=2,offload=none,micro_batch=8 --format markdown
-    dsx report results/sweep.jsonl --effects
-    dsx report results/sweep.jsonl --best --where zero=3 -o best.json
+    dsx report results/runs.jsonl --all --group-by zero,offload -o report/
+    dsx report results/runs.jsonl --baseline zero=2,offload=none,micro_batch=8 --format markdown
+    dsx report results/runs.jsonl --effects
+    dsx report results/runs.jsonl --best --where zero=3 -o best.json
     """
     from dsx import report as rp
 

@@ -108,12 +108,14 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Model override for every trial.")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's).")
 @click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N.")
-@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Gradient-accumulation steps of every trial (micro-batches per optimizer step).")
 @click.option("--nvme-path", help="Directory on a local NVMe drive (NVMe offload).")
 @click.option("--optimizer", help="Optimizer type (default AdamW).")
 @click.option("--lr", type=float, help="Learning rate (default 1e-4).")
 @click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE", help="DeepSpeed key for every trial.")
-@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True)
+@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
+              help="Attention implementation of every trial (flash: flash_attn on CUDA).")
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
 @node_options
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Timed steps per trial.")
@@ -328,8 +330,9 @@ def _print_summary(outcome) -> None:
         if result.skipped:
             lines.append(f"  {c.label:<40} skipped: {result.skipped}")
             continue
-        if result.search is None:
-            lines.append(f"  {c.label:<40} not reached")
+        if result.search is None:  # the interrupt came while this configuration's trials ran
+            done = sum(1 for t in outcome.trials if t.configuration == c)
+            lines.append(f"  {c.label:<40} interrupted after {done} finished trial(s); the same command resumes it")
             continue
         s = result.search
         fit = s.largest_fit if s.largest_fit is not None else "none"
@@ -349,5 +352,6 @@ def _print_summary(outcome) -> None:
         f"  {outcome.device_seconds:.0f} {unit} in this invocation; {total:.0f} over the sweep's {rows} row(s)",
         *[f"  note: {n}" for n in outcome.notes],
         *[f"  refused: {t.configuration.label} mb{t.micro_batch}: {t.message}" for t in refused],
-        f"  rows in {spec.results}; tables and plots: dsx report {spec.results}",
+        f"  rows in {spec.results}; tables and plots: dsx report {spec.results}" if rows or reused or ran
+        else f"  no row was written to {spec.results} (nothing ran)",
     ]))

@@ -45,10 +45,11 @@ def command(files, world_size, target, hf, as_json, errors_only):
                         "findings": [f.as_dict() for f in findings], "_findings": findings})
     errors = sum(1 for r in reports for f in r["findings"] if f["severity"] == "error")
     warnings = sum(1 for r in reports for f in r["findings"] if f["severity"] == "warning")
+    unreadable_count = sum(not r["readable"] for r in reports)
     if as_json:
         for r in reports:
             r.pop("_findings", None)
-        summary = {"errors": errors, "warnings": warnings, "unreadable": sum(not r["readable"] for r in reports)}
+        summary = {"errors": errors, "warnings": warnings, "unreadable": unreadable_count}
         json.dump({"target_deepspeed": str(version), "world_size": world_size, "hf": hf, "files": reports,
                    "summary": summary}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -61,7 +62,8 @@ def command(files, world_size, target, hf, as_json, errors_only):
                 click.echo(finding.render(r["file"]))
             if not r["_findings"]:
                 click.echo(f"{r['file']}: clean for DeepSpeed {version}")
-        click.echo(f"{errors} error(s), {warnings} warning(s) in {len(files)} file(s) "
+        unread = f"{unreadable_count} of {len(files)} file(s) unreadable; " if unreadable_count else ""
+        click.echo(f"{unread}{errors} error(s), {warnings} warning(s) in {len(files) - unreadable_count} file(s) read "
                    f"(target DeepSpeed {version}{', world size ' + str(world_size) if world_size else ''})",
                    err=True)
     sys.exit(2 if unreadable else 1 if counted else 0)

@@ -84,6 +84,8 @@ def load(paths: list[str]) -> Loaded:
 
 def read_from_line(loaded: Loaded) -> str:
     """Which files were read and how many rows: every report says what it was made from."""
+    if len(loaded.files) == 1 and not loaded.files[0][2]:
+        return f"Read {len(loaded.rows)} row(s) from {loaded.files[0][0]}."
     parts = [f"{path} ({used} row(s)" + (f", {skipped} skipped" if skipped else "") + ")"
              for path, used, skipped in loaded.files]
     return f"Read {len(loaded.rows)} row(s) from " + ", ".join(parts) + "."

@@ -99,8 +99,10 @@ def runs_table(rows: list[dict], *, every: list[dict] | None = None, baseline: d
     if baseline:
         table.legend.append(f"mem× and speed×: mem/ex and ex/s relative to {describe(baseline)}.")
     if marked:
-        table.legend.append("*: the largest micro-batch that fit in its configuration (the per-configuration table "
-                            "says where it ran out of memory).")
+        any_oom = any(b.oom_at is not None for b in bounds.values())
+        table.legend.append("*: the largest micro-batch that fit in its configuration" + (
+            " (the per-configuration table says where it ran out of memory)." if any_oom
+            else " (none of these runs ran out of memory: the search stopped for another reason)."))
     return table
 
 
