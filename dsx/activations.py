@@ -149,12 +149,12 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
     import torch
     import torch.nn.functional as F
 
-    from dsx.models import _model_class
+    from dsx.models import from_config
 
     _register_attention()
     config = copy.deepcopy(resolved.hf_config)
     with torch.device("meta"):
-        model = _model_class(resolved.task).from_config(config, attn_implementation=PROBE_ATTENTION[attn])
+        model = from_config(resolved.task, config, PROBE_ATTENTION[attn])
     model.to(_dtype(precision))
     model.train()
     params = {p.untyped_storage()._cdata for p in model.parameters()}

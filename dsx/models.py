@@ -389,10 +389,21 @@ def attn_available(attn: str, family: str | None = None) -> tuple[bool, str]:
     return True, "flash: transformers flash_attention_2 (flash_attn package; needs bf16/fp16 weights)"
 
 
-def _model_class(task: str):
+# transformers picks a model's loss from its class name (LlamaForCausalLM -> "ForCausalLM"); GPT2LMHeadModel and
+# BertForMaskedLM's relatives match nothing, and every loss then logs "`loss_type=None` was set in the config but it
+# is unrecognized". dsx knows the task, so it names the loss transformers would fall back to anyway.
+_LOSS_TYPES = {"causal-lm": "ForCausalLM", "masked-lm": "ForMaskedLM"}
+
+
+def from_config(task: str, config: Any, attn_implementation: str) -> "torch.nn.Module":
+    """AutoModelForCausalLM / AutoModelForMaskedLM.from_config on the current default device, with the task's loss
+    named (see _LOSS_TYPES)."""
     import transformers
 
-    return transformers.AutoModelForCausalLM if task == "causal-lm" else transformers.AutoModelForMaskedLM
+    cls = transformers.AutoModelForCausalLM if task == "causal-lm" else transformers.AutoModelForMaskedLM
+    model = cls.from_config(config, attn_implementation=attn_implementation)
+    model.loss_type = _LOSS_TYPES[task]
+    return model
 
 
 def build_model(resolved: ResolvedModel, attn: str = "sdpa", *, device: Any = None) -> "torch.nn.Module":
@@ -411,7 +422,7 @@ def build_model(resolved: ResolvedModel, attn: str = "sdpa", *, device: Any = No
     config = copy.deepcopy(resolved.hf_config)
     ctx = torch.device(device) if device is not None else contextlib.nullcontext()
     with ctx:
-        return _model_class(resolved.task).from_config(config, attn_implementation=ATTN_IMPLEMENTATIONS[attn])
+        return from_config(resolved.task, config, ATTN_IMPLEMENTATIONS[attn])
 
 
 _META_CACHE: dict[str, Any] = {}
@@ -430,7 +441,7 @@ def meta_model(resolved: ResolvedModel) -> "torch.nn.Module":
 
         config = copy.deepcopy(resolved.hf_config)
         with torch.device("meta"):
-            _META_CACHE[key] = _model_class(resolved.task).from_config(config, attn_implementation="eager")
+            _META_CACHE[key] = from_config(resolved.task, config, "eager")
     return _META_CACHE[key]
 
 

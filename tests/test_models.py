@@ -2,6 +2,8 @@
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -235,3 +237,15 @@ def test_dsx_models_refuses_bad_keys_with_a_usage_error():
     assert "unknown GPT2Config key 'n_layers' for gpt2; did you mean 'n_layer'?" in result.output
     result = CliRunner().invoke(cli, ["models", "--set", "n_layer=6"])
     assert result.exit_code == 2 and "apply to named models" in result.output
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "bert-tiny"])
+def test_a_models_loss_logs_no_loss_type_warning(name):
+    # transformers warns once per process: a fresh interpreter, a real forward with labels
+    script = ("from dsx.models import build_model, resolve_model, synthetic_batch\n"
+              f"r = resolve_model({name!r})\n"
+              "print(float(build_model(r)(**synthetic_batch(r, 2)).loss))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) > 0
+    assert "loss_type" not in out.stderr
