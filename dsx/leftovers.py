@@ -23,6 +23,8 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from dsx.cache import user_cache
+
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "deepspeed_allreduce_buffer"
 
@@ -82,8 +84,7 @@ def extensions_dir(env: dict[str, str] | os._Environ) -> Path:
     """Where torch JIT-builds ops for a process with this environment (torch's own default otherwise)."""
     if env.get("TORCH_EXTENSIONS_DIR"):
         return Path(env["TORCH_EXTENSIONS_DIR"])
-    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "torch_extensions"
+    return user_cache(env) / "torch_extensions"
 
 
 def stale_jit_locks(ext_dir: Path) -> list[Path]:

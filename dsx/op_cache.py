@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Mapping
 
+from dsx.cache import dsx_cache
+
 ENV_VAR = "TORCH_EXTENSIONS_DIR"
 
 
@@ -37,11 +39,10 @@ def _version(package: str) -> str:
 def environment_dir(env: Mapping[str, str], prefix: str | None = None) -> Path:
     """This Python environment's op folder (see the module's docstring); `prefix` defaults to sys.prefix."""
     prefix = str(Path(prefix or sys.prefix).resolve())
-    cache = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
     tag = hashlib.sha256(prefix.encode()).hexdigest()[:10]
     name = (f"py{sys.version_info.major}.{sys.version_info.minor}-torch{_version('torch')}-"
             f"deepspeed{_version('deepspeed')}-{tag}")
-    return cache / "dsx" / "torch_extensions" / name
+    return dsx_cache(env) / "torch_extensions" / name
 
 
 def effective_dir(env: Mapping[str, str]) -> tuple[Path, bool]:

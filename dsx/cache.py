@@ -1,0 +1,38 @@
+"""dsx's folder in the user's cache (~/.cache/dsx; XDG_CACHE_HOME and HOME honoured): what is slow to work out and
+never changes for the same inputs. Everything in it can be deleted at any time; it is made again on demand."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+
+def user_cache(env: Mapping[str, str] | None = None) -> Path:
+    """~/.cache, or XDG_CACHE_HOME when set (`env` defaults to os.environ)."""
+    env = os.environ if env is None else env
+    return Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
+
+
+def dsx_cache(env: Mapping[str, str] | None = None) -> Path:
+    return user_cache(env) / "dsx"
+
+
+def read_json(path: Path) -> Any | None:
+    """The cached value, or None when missing or unreadable (a cache never fails a command)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Atomically (temp file + rename); silently skipped when the cache cannot be written (read-only home)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, path)
+    except OSError:
+        pass
