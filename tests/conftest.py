@@ -2,19 +2,17 @@
 
 - One TORCH_EXTENSIONS_DIR under .cache/ so DeepSpeed's JIT ops build once, not once per test.
 - DeepSpeed 0.18.9 (the last release with the 1-bit optimizers and sparse attention) installed with --no-deps into
-  .cache/deepspeed-0.18.9 (once), loaded only in subprocesses through PYTHONPATH, so legacy configs are checked
-  against the real 0.18.9 parser; the `legacy_deepspeed` fixture gives its directory. Set DSX_DEEPSPEED_0189 to use
-  another directory. When it cannot be installed the tests that need it skip, except under CI, where they fail.
+  .cache/deepspeed-0.18.9 the first time a test needs it (deepspeed_parser.ds0189_dir), loaded only in subprocesses
+  through PYTHONPATH, so legacy configs are checked against the real 0.18.9 parser; the `legacy_deepspeed` fixture
+  gives its directory. Set DSX_DEEPSPEED_0189 to use another directory. When it cannot be installed the tests that
+  need it skip, except under CI, where they fail.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,29 +22,10 @@ CACHE = ROOT / ".cache"
 LEGACY_VERSION = "0.18.9"
 
 
-def _ensure_legacy_deepspeed(target: Path) -> None:
-    marker = target / "deepspeed" / "__init__.py"
-    if marker.exists():
-        return
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "deepspeed-legacy.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent pytest sessions must not install into one directory at once
-        if not marker.exists():
-            subprocess.run(
-                [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-                 f"deepspeed=={LEGACY_VERSION}"],
-                check=True,
-            )
-
-
 def pytest_configure(config):
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(CACHE / "torch_extensions"))
-    target = Path(os.environ.get("DSX_DEEPSPEED_0189") or CACHE / f"deepspeed-{LEGACY_VERSION}")
-    try:
-        _ensure_legacy_deepspeed(target)
-    except (OSError, subprocess.CalledProcessError) as exc:  # offline: the 0.18.9 tests skip (fail under CI)
-        print(f"conftest: DeepSpeed {LEGACY_VERSION} could not be installed into {target}: {exc}", file=sys.stderr)
-    os.environ["DSX_DEEPSPEED_0189"] = str(target)
+    # where DeepSpeed 0.18.9 is (installed there on first use by deepspeed_parser.ds0189_dir, not for every session)
+    os.environ.setdefault("DSX_DEEPSPEED_0189", str(CACHE / f"deepspeed-{LEGACY_VERSION}"))
 
 
 @pytest.fixture(scope="session")

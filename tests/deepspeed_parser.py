@@ -163,8 +163,32 @@ with open(out_path, "w") as f:
 
 
 def ds0189_dir() -> Path:
-    """Where DeepSpeed 0.18.9 lives (env DSX_DEEPSPEED_0189, else .cache/deepspeed-0.18.9)."""
-    return Path(os.environ.get(ENV_DS0189) or DEFAULT_DS0189_DIR)
+    """Where DeepSpeed 0.18.9 lives (env DSX_DEEPSPEED_0189, else .cache/deepspeed-0.18.9), installed there on the
+    first call of a test session that needs it (not by every session: the fast tier never pays for it)."""
+    target = Path(os.environ.get(ENV_DS0189) or DEFAULT_DS0189_DIR)
+    _ensure_installed(target)
+    return target
+
+
+@lru_cache(maxsize=None)
+def _ensure_installed(target: Path) -> None:
+    """pip install --no-deps --target TARGET deepspeed==0.18.9, once, under a file lock (concurrent pytest sessions
+    must not install into one directory at once). Offline: nothing installed; the tests that need it skip (CI: fail)."""
+    import fcntl
+
+    marker = target / "deepspeed" / "__init__.py"
+    if marker.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / "deepspeed-legacy.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                               "deepspeed==0.18.9"], capture_output=True, text=True)
+        if done.returncode:
+            print(f"DeepSpeed 0.18.9 could not be installed into {target}: {done.stderr.strip()[-500:]}",
+                  file=sys.stderr)
 
 
 def unavailable_reason(version: str) -> str | None:

@@ -27,6 +27,8 @@ def _buffer(shm_dir: Path, port: int, rank: int, addr: str = "127.0.0.1") -> Pat
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.deepspeed
 def test_deepspeed_leaves_its_cpu_allreduce_buffer_in_dev_shm_after_a_clean_exit():
     """The fact dsx works around: a launched CPU rank (LOCAL_SIZE set, as DeepSpeed's launcher does) creates
     /dev/shm/deepspeed_allreduce_buffer_<uid>_<addr>_<port>_<rank> and exits without unlinking it."""
