@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -74,16 +75,16 @@ COMMANDS = [
 ]
 
 
-def _dsx(pythonpath: str, cwd) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": pythonpath}
-    done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(COMMANDS)], cwd=cwd, env=env,
+def _dsx(python: str, cwd, pythonpath: str | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | ({"PYTHONPATH": pythonpath} if pythonpath else {})
+    done = subprocess.run([python, "-c", DRIVER, json.dumps(COMMANDS)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
 
 @pytest.mark.slow
-def test_an_installed_wheel_estimates_as_the_checkout_does(tmp_path):
+def test_a_wheel_installed_into_a_fresh_venv_estimates_as_the_checkout_does(tmp_path):
     # the wheel is built from a copy of what it is made of (pyproject, README, the top-level packages): a build in
     # the checkout would leave build/ there, whose stale files later builds would pack
     source = tmp_path / "source"
@@ -96,17 +97,30 @@ def test_an_installed_wheel_estimates_as_the_checkout_does(tmp_path):
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp_path / "wheels",
                     source], check=True, capture_output=True, timeout=120)
     (wheel,) = (tmp_path / "wheels").glob("dsx-*.whl")
-    site = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--no-compile", "--target", site, wheel],
-                   check=True, capture_output=True, timeout=120)
+    # A fresh venv: dsx from the wheel, with its console script. Its dependencies (torch, transformers, deepspeed)
+    # are this environment's, reached by a plain path in a .pth file (a path line does not run the .pth files
+    # there, so this checkout's editable dsx stays out), instead of a second 1 GB install.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                        text=True).strip())
+    deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "torch").is_dir())
+    (site / "dependencies.pth").write_text(f"{deps}\n")
+    subprocess.run([python, "-m", "pip", "-q", "--disable-pip-version-check", "install", "--no-deps", "--no-index",
+                    "--no-compile", wheel], check=True, capture_output=True, timeout=120)
     elsewhere = tmp_path / "elsewhere"  # no checkout here or above: nothing under bench/ can be read
     elsewhere.mkdir()
 
-    installed = _dsx(str(site), elsewhere)
-    checkout = _dsx(str(ROOT), elsewhere)
+    installed = _dsx(str(python), elsewhere)
+    checkout = _dsx(sys.executable, elsewhere, pythonpath=str(ROOT))
 
     assert all(f.startswith(str(site) + os.sep) for f in installed["files"]), installed["files"]
     assert all(f.startswith(str(ROOT) + os.sep) for f in checkout["files"]), checkout["files"]
     assert installed["results"] == checkout["results"]
     assert all(code == 0 for code, _ in installed["results"].values()), installed["results"]
+    script = subprocess.run([venv / "bin" / "dsx", *COMMANDS[0]], cwd=elsewhere, capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=300)
+    assert script.returncode == 0, script.stderr
+    assert script.stdout == checkout["results"][" ".join(COMMANDS[0])][1]
     assert "| fit calibration |" in installed["results"][" ".join(COMMANDS[2])][1]
