@@ -14,6 +14,10 @@ def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device)
     from dsx.models import build_model
 
     attn = plan.toggles.attn
+    if plan.sparse_attention is not None:
+        from dsx.sparse.attention import install
+
+        attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
     if zero_stage(ds_config) != 3:
         return build_model(resolved, attn=attn, device=device)
     import deepspeed

@@ -105,6 +105,27 @@ class SparseAttention:
             all_ = all_ & torch.ones(nt, nt, dtype=torch.bool).tril(-1)
         return any_, all_
 
+    def kept_tiles(self, seq_len: int, causal: bool) -> int:
+        """128-token tiles FlexAttention computes, summed over the layout's heads (what dsx.sparse.predict
+        prices). Tiles that do not line up with the layout's blocks are counted through 2-D prefix sums."""
+        tiles = self.tiles(seq_len, causal)
+        if tiles is not None:
+            return int(tiles[0].sum())
+        blocks = self.blocks(seq_len).to(torch.int32)
+        if causal:
+            blocks = torch.tril(blocks)
+        sums = torch.nn.functional.pad(blocks.cumsum(1).cumsum(2), (1, 0, 1, 0))
+        starts = torch.arange(0, seq_len, TILE)
+        first = starts // self.block
+        last = (torch.clamp(starts + TILE, max=seq_len) - 1) // self.block + 1
+        r0, r1 = first.view(-1, 1), last.view(-1, 1)
+        c0, c1 = first.view(1, -1), last.view(1, -1)
+        count = sums[:, r1, c1] - sums[:, r0, c1] - sums[:, r1, c0] + sums[:, r0, c0]
+        kept = count > 0
+        if causal:
+            kept &= torch.ones(len(starts), len(starts), dtype=torch.bool).tril()
+        return int(kept.sum())
+
     def block_mask(self, seq_len: int, device: torch.device, causal: bool):
         """The FlexAttention BlockMask of this layout at seq_len (cached per length, device and causality)."""
         key = ("blocks", seq_len, str(device), causal)

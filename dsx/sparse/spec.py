@@ -151,11 +151,32 @@ def resolve_block(word: str | None, sets: tuple[str, ...] | list[str], config_bl
         block = model_class.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"] if part not in (model_class.__name__,)) or "block"
-        where = f"--sparse-set {key}" if key.split(".")[0] in changes else f"{origin}.{key}"
+        key = ".".join(str(part) for part in error["loc"])
+        if not key:  # a check across keys (the model's validator)
+            where = "--sparse-set" if changes else origin
+        else:
+            where = f"--sparse-set {key}" if key.split(".")[0] in changes else f"{origin}.{key}"
         message = error["msg"].removeprefix("Value error, ")
         raise SparseRequestError(f"{where}: {message}") from None
     return requested or "config", block
+
+
+class TakenBlock(BaseModel):
+    """A config's sparse_attention block as dsx found it, and whether DeepSpeed still gets it."""
+
+    block: Any = None
+    handed: bool = False
+    """True for a DeepSpeed 0.18 target (it parses the block and never applies it); 0.19 rejects the key, so
+    dsx removed it from the config the ranks get."""
+
+
+def take_block(config: dict, legacy_target: bool) -> TakenBlock:
+    """The config's sparse_attention block (None when absent); removed from `config` unless the target DeepSpeed
+    is 0.18 (legacy_target), whose parser accepts it."""
+    if "sparse_attention" not in config:
+        return TakenBlock()
+    block = config["sparse_attention"] if legacy_target else config.pop("sparse_attention")
+    return TakenBlock(block=block, handed=legacy_target)
 
 
 def block_dict(block: Section) -> dict[str, Any]:
