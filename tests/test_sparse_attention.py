@@ -206,3 +206,21 @@ def test_bert_padding_reaches_the_sparse_attention():
     unpadded["attention_mask"][1] = 1
     with torch.no_grad():
         assert not torch.allclose(ours(**unpadded).logits[1, :40], got[1, :40])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt2-tiny", "llama-tiny"])
+def test_a_model_on_the_flex_path_computes_what_the_mask_path_computes(model):
+    # The CUDA path (compiled FlexAttention, the BlockMask) inside a transformers model, forward only: CPU has no
+    # FlexAttention backward. Llama checks grouped-query attention (enable_gqa).
+    layout = sparse("bigbird", 4, 128, block=32, num_random_blocks=1)
+    flex = SparseAttention(layout=layout.layout, block=32, kernel="flex", compile=True, unidirectional=False)
+    resolved = resolve_model(model, NO_DROPOUT[model], seq_len=128)
+    torch.manual_seed(0)
+    masked_model = build_model(resolved, activate(layout)).eval()
+    batch = synthetic_batch(resolved, 2)
+    with torch.no_grad():
+        expected = masked_model(**batch).logits
+        activate(flex)
+        got = masked_model(**batch).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
