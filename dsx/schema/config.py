@@ -191,7 +191,8 @@ SECTIONS: dict[str, SectionSpec] = {s.key: s for s in (
           "DeepSpeed autotuner settings (used by `deepspeed --autotuning`)."),
     # removed in DeepSpeed 0.19 (valid for 0.18 targets only)
     _spec("sparse_attention", "sparse_attention", "SparseAttentionConfig",
-          "Block-sparse attention layouts (DeepSpeed 0.18 and older; never ran on torch >= 2).",
+          "Block-sparse attention layouts (DeepSpeed 0.18 and older, whose kernels never ran on torch >= 2; dsx run "
+          "applies them with FlexAttention).",
           removed_in=REMOVED, instead="dsx run, which applies the block itself (FlexAttention block masks, "
           "dsx.sparse) and hands DeepSpeed the config without it; a script of yours that gives this file to "
           "DeepSpeed 0.19 must drop the block"),
