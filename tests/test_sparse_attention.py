@@ -224,3 +224,13 @@ def test_a_model_on_the_flex_path_computes_what_the_mask_path_computes(model):
         activate(flex)
         got = masked_model(**batch).logits
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_a_shorter_sequence_uses_the_layouts_top_left_corner():
+    # DeepSpeed's rule: a layout built for the longest sequence serves shorter ones with its top-left slice.
+    attention = sparse("bigbird", 4, 512, kernel="flex", block=32, num_random_blocks=1)
+    short = SparseAttention(layout=attention.layout[:, :8, :8].clone(), block=32, kernel="flex", unidirectional=False)
+    assert torch.equal(attention.block_mask(256, torch.device("cpu"), True).to_dense(),
+                       short.block_mask(256, torch.device("cpu"), True).to_dense())
+    with pytest.raises(RuntimeError, match="sequence length 1024 does not fit the layout"):
+        attention.token_mask(1024, torch.device("cpu"), True)

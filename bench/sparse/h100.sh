@@ -7,12 +7,12 @@
 # dense and sparse must train the same model). Attention is dense SDPA (flash), or dsx's sparse attention with
 # DeepSpeed's bigbird or fixed layout in 128-token blocks (all else the config parser's defaults), compiled
 # FlexAttention. The points run in the order of bench/sparse/plan.txt (the target - 32k - first), each only while
-# BUDGET_S seconds (default 480) are not spent, so a cut command still leaves the most important rows: they are
+# BUDGET_S seconds (default 450) are not spent, so a cut command still leaves the most important rows: they are
 # appended to $OUT/runs.jsonl as each run ends; the log is $OUT/h100.log, the table $OUT/summary.md.
 # PLAN=FILE runs another plan (lines: MODEL SEQ MODE [EXPECTED_S]; tests run a tiny one on CPU ranks).
 set -uo pipefail
 out=${1:?usage: bench/sparse/h100.sh OUT [BUDGET_S]}
-budget=${2:-480}
+budget=${2:-450}
 source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
 res=$out/runs.jsonl
 start_log "$out/h100.log"

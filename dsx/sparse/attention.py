@@ -94,7 +94,7 @@ class SparseAttention:
             blocks = blocks & torch.ones(blocks.shape[1], blocks.shape[1], dtype=torch.bool).tril()
         if TILE % self.block == 0:
             r = TILE // self.block
-            grouped = blocks.view(blocks.shape[0], nt, r, nt, r)
+            grouped = blocks.reshape(blocks.shape[0], nt, r, nt, r)  # a shorter sequence's slice is not contiguous
             any_, all_ = grouped.any(4).any(2), grouped.all(4).all(2)
         else:
             r = self.block // TILE

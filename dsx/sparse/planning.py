@@ -40,7 +40,7 @@ def _check_ranges(block: Any, nb: int, origin: str) -> None:
 
     for key in ("num_sliding_window_blocks", "num_global_blocks"):
         value = getattr(block, key, None)
-        if block.mode != "fixed" and value is not None and value < 0:
+        if value is not None and value < 0:
             raise bad(key, f"{value} is negative")
     for key in ("global_block_indices", "global_block_end_indices"):
         for index in getattr(block, key, None) or []:
