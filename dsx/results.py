@@ -211,6 +211,41 @@ class NodesInfo(_Row):
     """Bytes: the sum over each node's ranks of their peak RSS, by host (what the node's RAM had to hold)."""
 
 
+class SparseAttentionInfo(_Row):
+    """Block-sparse attention of the run (dsx.sparse): asked for with --sparse-attention or a config's
+    sparse_attention block, applied by dsx (DeepSpeed 0.19 has no sparse attention; 0.18 only parsed the block)."""
+
+    requested: str
+    """The --sparse-attention word (a mode, auto, auto:MODE), or 'config' when the config's block asked."""
+    mode: str
+    """The layout's mode (dense, fixed, variable, bigbird, bslongformer, local)."""
+    applied: bool
+    """False when `auto` ran dense attention (then kernel is null)."""
+    params: dict[str, Any]
+    """The layout block, every key (defaults written out)."""
+    block: int
+    seed: int
+    """Seed of the random blocks (random.Random, the same on every rank)."""
+    causal: bool
+    """Causal inside the allowed blocks (a causal model, or a unidirectional layout)."""
+    layout_density: float
+    """Share of the layout's blocks that are 1 (DeepSpeed's layout, over all heads)."""
+    attended_fraction: float
+    """Token pairs attended / a dense attention's of the same causality."""
+    tile_fraction: float
+    """128 x 128 tiles FlexAttention computes / a dense kernel's of the same causality."""
+    kernel: str | None = None
+    """flex_attention (CUDA, compiled, BlockMask) | sdpa_mask (CPU: boolean mask through SDPA) | null (dense)."""
+    applied_by: str = "dsx"
+    handed_to_deepspeed: bool = False
+    """Whether the block stayed in the DeepSpeed config (0.18 targets parse it and never apply it; 0.19 rejects it,
+    so dsx removes it)."""
+    predicted_attention_speedup: float | None = None
+    """dsx.sparse.predict: dense SDPA time / FlexAttention time of one attention call (CUDA only)."""
+    decision: str | None = None
+    """Sparse or dense, and why, in one line."""
+
+
 class RunRow(_Row):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -251,6 +286,8 @@ class RunRow(_Row):
     sweep: SweepInfo | None = None
     nodes: NodesInfo | None = None
     """Set for runs over a hostfile (`--hostfile`)."""
+    sparse_attention: SparseAttentionInfo | None = None
+    """Set when the run asked for block-sparse attention (dsx.sparse)."""
     command: list[str]
     """The dsx argv as run."""
     run_dir: str | None = None

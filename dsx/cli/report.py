@@ -112,6 +112,9 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
         sweeps = rp.sweeps_table(rows)
         if sweeps is not None:
             tables.append(sweeps)
+        long_context = rp.long_context_table(rows if show_all else shown)
+        if long_context is not None:
+            tables.append(long_context)
 
     if fmt == "markdown":
         click.echo(rp.read_from_line(loaded))

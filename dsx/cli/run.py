@@ -7,7 +7,9 @@ import time
 
 import click
 
-from dsx.cli.options import SIZE, act_ckpt_option, config_source_options, model_options, node_options
+from dsx.cli.options import (
+    SIZE, act_ckpt_option, config_source_options, model_options, node_options, sparse_options,
+)
 
 ENTERED = time.time()
 
@@ -27,6 +29,7 @@ ENTERED = time.time()
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation (flash: flash_attn on CUDA).")
 @act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable); bare --act-ckpt is on.")
+@sparse_options
 @click.option("--flop-check", is_flag=True,
               help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers.")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE",
@@ -41,7 +44,7 @@ ENTERED = time.time()
 @click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log).")
 @click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, steps, warmup, tf32, compile_,
-            attn, act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
+            attn, act_ckpt, sparse_attention, sparse_sets, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
             **config_and_nodes):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
@@ -69,7 +72,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         results=results,
         timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
-        memory_cap=memory_cap, **{key: config_and_nodes[key] for key in NODE_KEYS},
+        memory_cap=memory_cap, sparse_attention=sparse_attention, sparse_sets=tuple(sparse_sets),
+        **{key: config_and_nodes[key] for key in NODE_KEYS},
     )
     try:
         prepared = prepare(request, check_nodes=not dry_run, write=not dry_run)

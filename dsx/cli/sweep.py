@@ -61,6 +61,20 @@ def _act_ckpt(text: str) -> list[bool]:
         raise click.UsageError(f"--act-ckpt: {exc}") from None
 
 
+def _sparse_words(text: str) -> list[str | None]:
+    """--sparse-attention none,bigbird,auto: each word as dsx run takes it; none is dense attention (None)."""
+    from dsx.sparse.spec import SparseRequestError, parse_word
+
+    words: list[str | None] = []
+    for item in _split(text, "--sparse-attention"):
+        try:
+            parse_word(item)
+        except SparseRequestError as exc:
+            raise click.UsageError(str(exc)) from None
+        words.append(None if item.lower() == "none" else item.lower())
+    return list(dict.fromkeys(words))
+
+
 def _vary(items: tuple[str, ...]) -> dict[str, list]:
     vary: dict[str, list] = {}
     for item in items:
@@ -117,6 +131,11 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation of every trial (flash: flash_attn on CUDA).")
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
+@click.option("--sparse-attention", "sparse_attention", metavar="LIST",
+              help="Block-sparse attention axis, as dsx run --sparse-attention: e.g. none,bigbird,fixed (none: dense "
+                   "attention); with --vary seq_len=... for sequence length against speed and memory.")
+@click.option("--sparse-set", "sparse_sets", multiple=True, metavar="KEY=VALUE",
+              help="A sparse_attention block key for every sparse trial (dsx run --sparse-set).")
 @node_options
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Timed steps per trial.")
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed steps first.")
@@ -140,8 +159,8 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
             mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
-            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within,
-            gpu_kind, gpu_kind_old, dry_run, inject, **nodes):
+            attn, tf32, sparse_attention, sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed,
+            no_prune, keep_within, gpu_kind, gpu_kind_old, dry_run, inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
@@ -188,6 +207,8 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         prune=not no_prune, keep_within=keep_within, estimate_gpu=estimate_gpu,
         nodes={key: value for key, value in nodes.items()
                if value is not None and not (key == "launcher" and value == "pdsh")},
+        sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],
+        sparse_sets=tuple(sparse_sets),
     )
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")

@@ -14,6 +14,12 @@ def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device)
     from dsx.models import build_model
 
     attn = plan.toggles.attn
+    if plan.sparse_attention is not None:
+        from dsx.sparse.attention import install
+
+        attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
+        report.notes.append(f"the ranks built the model with attn_implementation {attn} "
+                            f"({plan.sparse_attention.block['mode']} layout, kernel {plan.sparse_attention.kernel})")
     if zero_stage(ds_config) != 3:
         return build_model(resolved, attn=attn, device=device)
     import deepspeed

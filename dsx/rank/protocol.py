@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsx.sparse.spec import SparsePlan
+
 PLAN_FILE = "plan.json"
 
 PHASES = ("started", "imported", "distributed", "model_built", "initialized", "warmup_done", "timed_done", "done")
@@ -84,6 +86,8 @@ class RankPlan(BaseModel):
     seed: int = 1234
     inject_failure: str | None = None
     memory_cap: int | None = None
+    sparse_attention: SparsePlan | None = None
+    """Block-sparse attention (dsx.sparse): the model is built with attn_implementation "dsx_sparse"."""
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.model_dump(), indent=2) + "\n")

@@ -22,7 +22,7 @@ GROUP_KEYS = ("label", "zero", "offload", "precision", "act_ckpt", "model", "gpu
 """What --group-by accepts."""
 
 SELECTOR_KEYS = ("label", "zero", "offload", "offload_params", "precision", "act_ckpt", "compile", "model", "gpu",
-                 "micro_batch", "grad_accum", "world_size", "seq_len", "sweep", "search", "status")
+                 "micro_batch", "grad_accum", "world_size", "seq_len", "sweep", "search", "status", "sparse")
 """What --where and --baseline selectors accept (KEY=VALUE,...)."""
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -71,6 +71,8 @@ def derived_label(row: dict) -> str:
         extra.append(f"{row['world_size']}{'gpu' if row['device'] == 'cuda' else 'cpu'}")
     if row["memory_cap"]:
         extra.append(f"cap={fmt_gib(row['memory_cap'])}GiB")
+    if row.get("sparse_attention"):
+        extra.append(f"sparse={row['sparse_attention']['requested']}")
     return config_facts.configuration_label(zero=zero_stage(row), offload=opt, offload_params=param,
                                             precision=row["precision"], act_ckpt=row["toggles"]["act_ckpt"],
                                             compile=row["toggles"]["compile"], extra=extra)
@@ -109,6 +111,7 @@ def attributes(row: dict) -> dict[str, str]:
         "grad_accum": row["grad_accum"], "world_size": row["world_size"], "seq_len": row["model"]["seq_len"],
         "sweep": row["sweep"]["sweep_id"] if row.get("sweep") else "-",
         "search": row["sweep"]["search"] if row.get("sweep") else "-", "status": row["status"],
+        "sparse": (row.get("sparse_attention") or {}).get("requested", "none"),
     }
     return {k: (str(v).lower() if not isinstance(v, bool) else ("true" if v else "false")) for k, v in values.items()}
 

@@ -16,7 +16,7 @@ from dsx.host import package_versions, process_start_time
 from dsx.rank.protocol import TIMELINE, RankReport, rank_report_path, read_rank_report
 from dsx.results import (
     MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow,
-    StepTime, SweepInfo, Toggles, Versions, config_hash,
+    SparseAttentionInfo, StepTime, SweepInfo, Toggles, Versions, config_hash,
 )
 from dsx.run.prepare import Prepared
 
@@ -252,4 +252,5 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         overhead=overhead_of(prepared, present, completed, jit_built), memory_cap=request.memory_cap,
         trial_key=prepared.trial_key or None, sweep=SweepInfo(**request.sweep) if request.sweep else None,
         nodes=nodes_of(prepared, ranks), command=list(request.command), run_dir=str(prepared.run_dir),
+        sparse_attention=SparseAttentionInfo(**prepared.sparse.info) if prepared.sparse is not None else None,
     )

@@ -49,6 +49,8 @@ class Prepared:
     prepared_at: float = 0.0
     layout: Any = None
     rank_plan: RankPlan | None = None
+    sparse: Any = None
+    """dsx.sparse.planning.SparseDecision (the row's sparse_attention), or None."""
 
 
 def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
@@ -79,6 +81,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
         ds_config_path=str(config_path), output_dir=str(run_dir), device=device, flop_check=request.flop_check,
         inject_failure=request.inject_failure, memory_cap=request.memory_cap,
+        sparse_attention=trial.sparse.plan if trial.sparse is not None else None,
     )
     plan_path = run_dir / PLAN_FILE
     placement = Placement(world_size=world, layout=trial.layout)
@@ -108,6 +111,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
         precision=precision_of(config), gpu_names=gpu_names[:world], notes=notes + launch.notes,
         entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout, rank_plan=plan,
+        sparse=trial.sparse,
     )
 
 

@@ -65,6 +65,10 @@ class RunRequest(NodeRequest):
     """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
     sweep: dict[str, Any] | None = None
     """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
+    sparse_attention: str | None = None
+    """--sparse-attention WORD (dsx.sparse.spec.parse_word); None: the config's sparse_attention block, if any."""
+    sparse_sets: tuple[str, ...] = ()
+    """--sparse-set KEY=VALUE: keys of the sparse_attention layout block."""
 
     @property
     def nodes(self) -> NodeRequest:
@@ -87,10 +91,20 @@ class Trial:
     key: str
     layout: Any = None
     """dsx.hostfile.Layout of a hostfile run, else None."""
+    sparse: Any = None
+    """dsx.sparse.planning.SparseDecision when the run asked for sparse attention, else None."""
 
 
 def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
     """(config, source, warnings). Lint errors, "auto" values, an unreadable file -> RunRefused."""
+    config, source, warnings, _ = _resolve_config(request, world_size)
+    return config, source, warnings
+
+
+def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str], Any]:
+    """resolve_config, plus the sparse_attention block dsx applies itself (dsx.sparse.spec.take_block): taken out
+    of the config before lint for a DeepSpeed 0.19 target, which rejects it."""
+    from dsx.sparse.spec import take_block
     from dsx.lint.engine import lint
     from dsx.versions import VersionError, resolve_target
 
@@ -130,10 +144,13 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
         from dsx.presets import PRESETS
 
         changes: dict[str, Any] = {}
+        preset_block = None
         if request.preset:
             if request.preset not in PRESETS:
                 raise RunRefused(f"unknown --preset '{request.preset}' (known: {', '.join(PRESETS)})")
             changes.update(PRESETS[request.preset].changes)
+            if "sparse_attention" in changes:  # dsx applies it: the preset's mode becomes the config's block
+                preset_block = {"mode": changes.pop("sparse_attention")}
         sets = tuple(changes.pop("sets", ()))
         changes.update({k: v for k, v in request.config_flags.items() if v is not None})
         if changes.get("micro_batch") is None and changes.get("train_batch") is None:
@@ -149,13 +166,16 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
         except ConfigRequestError as exc:
             raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
         source = "flags"
+        if preset_block is not None and "sparse_attention" not in config:
+            config["sparse_attention"] = preset_block
+    sparse = take_block(config, target.is_legacy)
     findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         lines = "\n".join("  " + f.render() for f in errors)
         raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {world_size}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
-    return config, source, warnings
+    return config, source, warnings, sparse
 
 
 def resolve_trial(request: RunRequest) -> Trial:
@@ -171,8 +191,19 @@ def resolve_trial(request: RunRequest) -> Trial:
     world, layout, notes = placement.world_size, placement.layout, list(placement.notes or [])
     if layout is None and device == "cpu" and request.compile:
         notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
-    config, source, warnings = resolve_config(request, world)
+    config, source, warnings, taken = _resolve_config(request, world)
     notes += warnings
+    from dsx.sparse.spec import SparseRequestError, resolve_block
+
+    try:
+        requested, block = resolve_block(request.sparse_attention, request.sparse_sets, taken.block,
+                                         f"--config {request.config_path}" if request.config_path else "the config")
+    except SparseRequestError as exc:
+        raise RunRefused(str(exc)) from None
+    if block is not None and request.attn != "sdpa":
+        raise RunRefused(f"--attn {request.attn} cannot be combined with sparse attention ({requested}): sparse "
+                         "attention is its own attention implementation (FlexAttention on CUDA, a masked SDPA on "
+                         "CPU); drop --attn")
     if request.inject_failure:
         from dsx.rank.protocol import parse_injection
 
@@ -203,6 +234,18 @@ def resolve_trial(request: RunRequest) -> Trial:
                             config.get("gradient_accumulation_steps"))
     except (BatchError, TypeError) as exc:
         raise RunRefused(f"batch sizes: {exc}") from None
+    sparse = None
+    if block is not None:
+        from dsx.sparse.planning import decide
+
+        origin = ("--sparse-set" if request.sparse_sets or taken.block is None else
+                  f"--config {request.config_path}" if request.config_path else f"--preset {request.preset}")
+        try:
+            sparse = decide(requested, block, resolved, device, handed_to_deepspeed=taken.handed, origin=origin,
+                            micro_batch=batch.train_micro_batch_size_per_gpu)
+        except SparseRequestError as exc:
+            raise RunRefused(str(exc)) from None
+        notes += sparse.notes
     optimizer = (config.get("optimizer") or {})
     if optimizer.get("type", "").lower() in ("adam", "adamw") and not (optimizer.get("params") or {}).get(
             "torch_adam") and not (config.get("zero_optimization") or {}).get("offload_optimizer"):
@@ -215,9 +258,11 @@ def resolve_trial(request: RunRequest) -> Trial:
                  key=trial_key(ds_config=config, model={"model": resolved.name, "overrides": resolved.overrides,
                                                         "seq_len": resolved.seq_len, "vocab_pad": resolved.vocab_pad},
                                toggles={"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
-                                        "act_ckpt": request.act_ckpt},
+                                        "act_ckpt": request.act_ckpt,
+                                        **({"sparse_attention": {"requested": requested, **sparse.info["params"]}}
+                                           if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
                                memory_cap=request.memory_cap,
                                nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None),
-                 layout=layout)
+                 layout=layout, sparse=sparse)
 

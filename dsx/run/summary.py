@@ -30,6 +30,10 @@ def summary(row: RunRow, results: str) -> str:
             "  MFU         - (" + ("CPU run" if row.device == "cpu" else f"no peak for {row.gpu_name!r} in dsx.gpus")
             + ")",
         ]
+    if row.sparse_attention is not None:
+        from dsx.sparse.rows import summary_lines
+
+        lines += summary_lines(row.sparse_attention)
     if f.flop_check_note:
         lines.append(f"  flop check  {f.flop_check_note}")
     lines.append(f"  memory max  allocated {format_bytes(m.peak_allocated)}, reserved {format_bytes(m.peak_reserved)}, NVML "

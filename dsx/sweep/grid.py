@@ -35,15 +35,20 @@ class Configuration:
     gpus: int | None
     vary: tuple[tuple[str, Any], ...] = ()
     """Model overrides of this point (`--vary`), in the order given; seq_len and vocab_pad included."""
+    sparse: str | None = None
+    """--sparse-attention word of this point (dsx.sparse); None: dense attention, no sparse request."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["vary"] = dict(self.vary)
+        if self.sparse is None:  # rows of sweeps without the axis keep their configuration as it was
+            del data["sparse"]
         return data
 
     @property
     def label(self) -> str:
         extra = ([] if self.gpus is None else [f"{self.gpus}gpu"]) + [f"{k}={v}" for k, v in self.vary]
+        extra += [f"sparse={self.sparse}"] if self.sparse is not None else []
         return configuration_label(zero=self.zero, offload=self.offload, offload_params=self.offload_params,
                                    precision=self.precision, act_ckpt=self.act_ckpt, compile=self.compile,
                                    extra=extra)
@@ -109,6 +114,10 @@ class SweepSpec:
     nodes: dict[str, Any] = field(default_factory=dict)
     """dsx run's multi-node options for every trial (hostfile, launcher, include, exclude, num_nodes, master_addr,
     master_port, ssh_port), those given only."""
+    sparse_attention: list[str | None] = field(default_factory=lambda: [None])
+    """The --sparse-attention axis (words of dsx.sparse.spec; None: dense, no sparse request)."""
+    sparse_sets: tuple[str, ...] = ()
+    """--sparse-set KEY=VALUE for every trial with sparse attention."""
 
     def sweep_id(self) -> str:
         """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
@@ -117,7 +126,9 @@ class SweepSpec:
                 "warmup", "overrides", "seq_len", "vocab_pad", "nvme_path", "optimizer", "lr", "ds_sets", "attn",
                 "tf32", "memory_cap")
         nodes = {"nodes": self.nodes} if self.nodes else {}  # ids of single-node sweeps stay as they were
-        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes})[:16]
+        sparse = ({"sparse_attention": self.sparse_attention, "sparse_sets": self.sparse_sets}
+                  if self.sparse_attention != [None] or self.sparse_sets else {})
+        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **sparse})[:16]
 
     def vary_points(self) -> list[tuple[tuple[str, Any], ...]]:
         if not self.vary:
@@ -128,9 +139,9 @@ class SweepSpec:
         return [tuple(zip(keys, values)) for values in itertools.product(*(self.vary[k] for k in keys))]
 
     def configurations(self) -> list[Configuration]:
-        return [Configuration(z, o, op, p, a, c, g, v) for z, o, op, p, a, c, g, v in itertools.product(
+        return [Configuration(z, o, op, p, a, c, g, v, sp) for z, o, op, p, a, c, g, v, sp in itertools.product(
             self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile, self.gpus,
-            self.vary_points())]
+            self.vary_points(), self.sparse_attention)]
 
 
 

@@ -44,7 +44,8 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
         ds_sets=tuple(spec.ds_sets), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
         compile=configuration.compile, attn=spec.attn, act_ckpt=configuration.act_ckpt, results=spec.results,
-        timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap,
+        timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap, sparse_attention=configuration.sparse,
+        sparse_sets=tuple(spec.sparse_sets) if configuration.sparse not in (None, "none") else (),
         sweep={"sweep_id": spec.sweep_id(), "configuration": configuration.as_dict(), "label": configuration.label,
                "search": search},
         **spec.nodes,
@@ -75,6 +76,10 @@ def run_command(request) -> list[str]:
             argv.append(flag)
     if request.attn != "sdpa":
         argv += ["--attn", request.attn]
+    if request.sparse_attention is not None:
+        argv += ["--sparse-attention", request.sparse_attention]
+    for item in request.sparse_sets:
+        argv += ["--sparse-set", item]
     if request.memory_cap is not None:
         argv += ["--memory-cap", str(request.memory_cap)]
     if request.hostfile:
