@@ -78,7 +78,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         steps=request.steps, warmup=request.warmup,
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
         ds_config_path=str(config_path), output_dir=str(run_dir), device=device, flop_check=request.flop_check,
-        inject_failure=request.inject_failure, memory_cap=request.memory_cap,
+        inject_failure=request.inject_failure, memory_cap=request.memory_cap, pipeline=trial.pipeline,
     )
     plan_path = run_dir / PLAN_FILE
     placement = Placement(world_size=world, layout=trial.layout)

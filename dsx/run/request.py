@@ -14,6 +14,7 @@ from dsx.host import detect_device
 from dsx.results import trial_key
 from dsx.run.nodes import NODE_KEYS, NodeRequest, place
 from dsx.run.refused import RunRefused
+from dsx.run.pipeline import pipeline_flags, pipeline_plan, pipeline_stages
 
 DEFAULT_RESULTS = "results/runs.jsonl"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -65,6 +66,10 @@ class RunRequest(NodeRequest):
     """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
     sweep: dict[str, Any] | None = None
     """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
+    pipeline_stages: int | None = None
+    """--pipeline-stages: run the model as a deepspeed.pipe.PipelineModule of this many stages (dsx.pipeline)."""
+    pipeline_partition: str | None = None
+    """--pipeline-partition: DeepSpeed's partition_method (parameters, uniform, type:REGEX); None: parameters."""
 
     @property
     def nodes(self) -> NodeRequest:
@@ -87,6 +92,8 @@ class Trial:
     key: str
     layout: Any = None
     """dsx.hostfile.Layout of a hostfile run, else None."""
+    pipeline: Any = None
+    """dsx.rank.protocol.PipelinePlan of a pipeline run, else None."""
 
 
 def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
@@ -136,6 +143,7 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
             changes.update(PRESETS[request.preset].changes)
         sets = tuple(changes.pop("sets", ()))
         changes.update({k: v for k, v in request.config_flags.items() if v is not None})
+        sets += pipeline_flags(request, changes, world_size)
         if changes.get("micro_batch") is None and changes.get("train_batch") is None:
             changes["micro_batch"] = 1  # dsx run's default (dsx config would ask for it with --grad-accum)
         allowed = {f.name for f in fields(ConfigRequest)}
@@ -149,11 +157,12 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
         except ConfigRequestError as exc:
             raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
         source = "flags"
-    findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates)
+    data_parallel = world_size // (pipeline_stages(request, config, world_size) or 1)
+    findings = lint(config, target=target, world_size=data_parallel, duplicate_keys=duplicates)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         lines = "\n".join("  " + f.render() for f in errors)
-        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {world_size}:\n{lines}")
+        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {data_parallel}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
     return config, source, warnings
 
@@ -198,9 +207,10 @@ def resolve_trial(request: RunRequest) -> Trial:
         fill_buckets(config, count_params(resolved), request.ds_sets)
     from dsx.schema.batch import BatchError, solve_batch
 
+    pipeline = pipeline_plan(request, config, world, resolved)
     try:
-        batch = solve_batch(world, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
-                            config.get("gradient_accumulation_steps"))
+        batch = solve_batch(world // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
+                            config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
     except (BatchError, TypeError) as exc:
         raise RunRefused(f"batch sizes: {exc}") from None
     optimizer = (config.get("optimizer") or {})
@@ -218,6 +228,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                                         "act_ckpt": request.act_ckpt},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
                                memory_cap=request.memory_cap,
-                               nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None),
-                 layout=layout)
+                               nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None,
+                               pipeline=pipeline.model_dump() if pipeline else None),
+                 layout=layout, pipeline=pipeline)
 
