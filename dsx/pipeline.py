@@ -74,20 +74,23 @@ def check_partition(text: str | None) -> str:
     raise PipelineError(f"--pipeline-partition {method!r}: use {PARTITION_HELP}")
 
 
-def check_stages(stages: int, world_size: int, ranks_flag: str = "--gpus") -> int:
-    """The data-parallel replicas: world / stages; PipelineError when the stages do not divide the ranks."""
+def check_stages(stages: int, world_size: int, ranks_flag: str = "--gpus", asked: str | None = None) -> int:
+    """The data-parallel replicas: world / stages; PipelineError when the stages do not divide the ranks.
+    `asked`: how the stages were asked for (default '--pipeline-stages N')."""
+    asked = asked or f"--pipeline-stages {stages}"
     if stages < 1:
         raise PipelineError(f"--pipeline-stages must be at least 1, got {stages}")
     if world_size % stages:
-        raise PipelineError(f"--pipeline-stages {stages} does not divide the {world_size} rank(s) ({ranks_flag}): "
-                            "the world is stages x data-parallel replicas")
+        raise PipelineError(f"{asked} does not divide the {world_size} rank(s) ({ranks_flag}): the world is stages x "
+                            "data-parallel replicas")
     return world_size // stages
 
 
-def check_zero(stages: int, zero: int) -> None:
+def check_zero(asked: str, zero: int) -> None:
+    """`asked`: how the stages were asked for, e.g. '--pipeline-stages 2'."""
     if zero >= 2:
-        raise PipelineError(f"--pipeline-stages {stages} with ZeRO stage {zero}: DeepSpeed refuses it (\"{ZERO_REASON}\"); "
-                            "use --zero 0 or 1")
+        raise PipelineError(f"{asked} with ZeRO stage {zero}: DeepSpeed refuses it (\"{ZERO_REASON}\"); use --zero 0 "
+                            "or 1")
 
 
 def check_model(resolved: Any, stages: int, partition: str) -> None:
@@ -210,6 +213,7 @@ class StageLayout:
     stage: int
     layers: tuple[str, ...]
     params: int
+    """Parameters its ranks hold (a tied embedding once per stage)."""
     blocks: int
     """Decoder layers on this stage."""
     first: bool
@@ -217,13 +221,19 @@ class StageLayout:
 
 
 def stage_layouts(resolved: Any, stages: int, method: str) -> list[StageLayout]:
+    """The stages DeepSpeed's partition makes; a stage holding both ends of a tied embedding holds it once."""
     names, params = layer_names(resolved), layer_params(resolved)
     parts = partition(method, names, params, stages)
     block = BLOCK_LAYER[resolved.family]
-    return [StageLayout(stage=s, layers=tuple(names[parts[s]:parts[s + 1]]), params=sum(params[parts[s]:parts[s + 1]]),
-                        blocks=sum(1 for n in names[parts[s]:parts[s + 1]] if n == block), first=s == 0,
-                        last=s == stages - 1)
-            for s in range(stages)]
+    tied = names[-1] == EMBEDDING_LAYER
+    layouts = []
+    for s in range(stages):
+        start, stop = parts[s], parts[s + 1]
+        held = sum(params[start:stop]) - (params[-1] if tied and start == 0 and stop == len(names) else 0)
+        layouts.append(StageLayout(stage=s, layers=tuple(names[start:stop]), params=held,
+                                   blocks=sum(1 for n in names[start:stop] if n == block), first=s == 0,
+                                   last=s == stages - 1))
+    return layouts
 
 
 def bubble_fraction(stages: int, micro_batches: int) -> float:

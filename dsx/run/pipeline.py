@@ -21,6 +21,15 @@ def _ranks_flag(request) -> str:
     return "--hostfile" if request.hostfile else "--gpus"
 
 
+def _asked(request, stages: int) -> str:
+    """How the user asked for `stages` stages, for messages: the flag, the preset or the config file."""
+    if request.pipeline_stages:
+        return f"--pipeline-stages {stages}"
+    if request.preset and not request.config_path:
+        return f"--preset {request.preset} ({stages} pipeline stages)"
+    return f"--config {request.config_path} (pipeline.stages {stages})"
+
+
 def pipeline_flags(request, changes: dict[str, Any], world_size: int) -> tuple[tuple[str, Any], ...]:
     """For a config made from flags (dsx.generate.ConfigRequest `changes`, updated in place): the stage count, ZeRO-1
     when no stage was asked for (dsx's default ZeRO-2 does not run with a pipeline), and with --act-ckpt the
@@ -29,11 +38,11 @@ def pipeline_flags(request, changes: dict[str, Any], world_size: int) -> tuple[t
     if not stages:
         return ()
     try:
-        check_stages(stages, world_size, _ranks_flag(request))
+        check_stages(stages, world_size, _ranks_flag(request), _asked(request, stages))
         changes["pipeline_stages"] = stages
         if changes.get("zero") is None:
             changes["zero"] = 1
-        check_zero(stages, changes["zero"])
+        check_zero(_asked(request, stages), changes["zero"])
     except PipelineError as exc:
         raise RunRefused(str(exc)) from None
     return (("pipeline.activation_checkpoint_interval", 1),) if request.act_ckpt else ()
@@ -54,19 +63,22 @@ def pipeline_stages(request, config: dict, world_size: int) -> int | None:
             raise RunRefused("--pipeline-partition needs --pipeline-stages N")
         return None
     try:
-        check_stages(stages, world_size, _ranks_flag(request))
-        check_zero(stages, zero_stage(config))
+        check_stages(stages, world_size, _ranks_flag(request), _asked(request, stages))
+        check_zero(_asked(request, stages), zero_stage(config))
     except PipelineError as exc:
         raise RunRefused(str(exc)) from None
     return stages
 
 
-def pipeline_plan(request, config: dict, world_size: int, resolved) -> PipelinePlan | None:
+def pipeline_plan(request, config: dict, world_size: int, resolved, notes: list[str]) -> PipelinePlan | None:
     """The rank plan's pipeline: stages, DeepSpeed's partition method, the activation-checkpoint interval (the
-    config's when > 0, which DeepSpeed lets override the module's; else 1 with --act-ckpt)."""
+    config's when > 0, which DeepSpeed lets override the module's; else 1 with --act-ckpt). Adds to `notes`."""
     stages = pipeline_stages(request, config, world_size)
     if not stages:
         return None
+    if not request.pipeline_stages and config_stages(config):
+        notes.append(f"dsx builds the PipelineModule with the config's pipeline.stages ({stages}), a key DeepSpeed "
+                     "itself never reads")
     try:
         partition = check_partition(request.pipeline_partition)
         check_model(resolved, stages, partition)
@@ -128,3 +140,27 @@ def pipeline_row(prepared, ranks: list, memory) -> Any:
         if complete and per_stage else None,
         tied_weights_equal=(all(f == fingerprints[0] for f in fingerprints) if fingerprints else None),
     )
+
+
+LABELS = {"peak_reserved": "peak reserved", "host_rss_peak": "host RSS"}
+
+
+def summary_lines(info, device: str) -> list[str]:
+    """What `dsx run` prints about the pipeline of a row (dsx.results.PipelineInfo)."""
+    from dsx.units import format_bytes
+
+    if info is None:
+        return []
+    key = "peak_reserved" if device == "cuda" else "host_rss_peak"
+    lines = [f"  pipeline    {info.stages} stage(s) x {info.data_parallel} data-parallel, {info.micro_batches} "
+             f"micro-batch(es) per step (ideal bubble {info.bubble_fraction:.0%}), partition {info.partition}"
+             + (f", activation checkpoint every {info.activation_checkpoint_interval} layer(s)"
+                if info.activation_checkpoint_interval else "")
+             + ("" if info.tied_weights_equal is None else
+                "; tied embedding equal on first and last stage" if info.tied_weights_equal else
+                "; TIED EMBEDDING COPIES DIFFER")]
+    for s in info.per_stage:
+        lines.append(f"    stage {s.stage}: layers {s.layer_range[0]}-{s.layer_range[1] - 1} ({len(s.layers)}), "
+                     f"{s.params:,} params, {LABELS[key]} {format_bytes(getattr(s.memory, key))}"
+                     + ("  <- largest" if s.stage == info.largest_stage else ""))
+    return lines

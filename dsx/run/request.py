@@ -162,7 +162,9 @@ def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, lis
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         lines = "\n".join("  " + f.render() for f in errors)
-        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {data_parallel}:\n{lines}")
+        size = (f"world size {world_size}" if data_parallel == world_size else
+                f"data-parallel size {data_parallel} ({world_size} ranks / {world_size // data_parallel} pipeline stages)")
+        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at {size}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
     return config, source, warnings
 
@@ -207,7 +209,7 @@ def resolve_trial(request: RunRequest) -> Trial:
         fill_buckets(config, count_params(resolved), request.ds_sets)
     from dsx.schema.batch import BatchError, solve_batch
 
-    pipeline = pipeline_plan(request, config, world, resolved)
+    pipeline = pipeline_plan(request, config, world, resolved, notes)
     try:
         batch = solve_batch(world // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
                             config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
