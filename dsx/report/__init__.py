@@ -10,6 +10,7 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     render       a Table as rich or markdown, and report.md
     best         the fastest ok row, its config linted, and the command that reproduces it (--best)
     vs_estimate  dsx estimate's prediction next to the measured rows (--vs-estimate; imports dsx.estimate lazily)
+    pipeline     the pipeline-stages table (rows run with --pipeline-stages)
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
 """
@@ -22,6 +23,7 @@ from dsx.report.facts import (
     parse_selector, samples_per_rank, search_key, select, short_error, short_gpu, tokens_per_s, zero_stage,
 )
 from dsx.report.load import Loaded, ReportError, load, read_from_line
+from dsx.report.pipeline import PIPELINE_COLUMNS, pipeline_table
 from dsx.report.render import HEADER_WIDTH, RICH_DROP_ORDER, markdown_report, to_markdown, to_rich
 from dsx.report.tables import (
     RUN_COLUMNS, Table, configurations_table, effects_table, fmt_seconds, memory_legend, plot_rows, runs_table,
@@ -39,5 +41,6 @@ __all__ = [
     "select", "find_baseline", "parse_group_by", "group_name", "Table", "search_key", "Boundary", "boundaries",
     "RUN_COLUMNS", "runs_table", "memory_legend", "describe", "best_ok", "configurations_table", "sweeps_table",
     "effects_table", "plot_rows", "to_markdown", "RICH_DROP_ORDER", "HEADER_WIDTH", "to_rich", "Best", "pick_best",
-    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes",
+    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "PIPELINE_COLUMNS",
+    "pipeline_table",
 ]

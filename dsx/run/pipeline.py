@@ -76,6 +76,10 @@ def pipeline_plan(request, config: dict, world_size: int, resolved, notes: list[
     stages = pipeline_stages(request, config, world_size)
     if not stages:
         return None
+    if request.compile:
+        raise RunRefused("--compile with --pipeline-stages: not supported by dsx yet (DeepSpeed compiles each pipeline "
+                         "layer on its own, and dsx's layers share per-stage state torch.compile would guard on); "
+                         "drop --compile")
     if not request.pipeline_stages and config_stages(config):
         notes.append(f"dsx builds the PipelineModule with the config's pipeline.stages ({stages}), a key DeepSpeed "
                      "itself never reads")
