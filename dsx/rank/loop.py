@@ -3,7 +3,8 @@ timed optimizer steps on synthetic batches.
 
 A step is grad_accum micro-batches of forward + engine.backward + engine.step (a pipeline: engine.train_batch over
 them, dsx.rank.pipeline). The clock (time.perf_counter) is read after a device synchronisation
-(torch.cuda.synchronize) on both sides of each step; batches are made before the clock starts. Every rank draws the same batches (one seed), so the loss of a step must be equal on every rank.
+(torch.cuda.synchronize) on both sides of each step; batches are made before the clock starts. Every rank draws
+the same batches (one seed), so the loss of a step must be equal on every rank.
 """
 
 from __future__ import annotations
