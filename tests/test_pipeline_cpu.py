@@ -11,6 +11,7 @@ pipeline (1 replica), so their losses must agree (CPU threads differ: 1 per pipe
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -154,3 +155,16 @@ def test_report_shows_the_pipeline_table(gpt2):
     assert cells[:8] == ["z1 fp32 2gpu pp2", "gpt2-tiny attn_pdrop=0 embd_pdrop=0 resid_pdrop=0", "2 x CPU", "2×1",
                          "2", "4", "20.0%", "parameters"]
     assert cells[-1] == "equal"
+
+
+def test_report_best_lints_a_pipeline_config_at_its_data_parallel_size(llama, tmp_path):
+    from click.testing import CliRunner
+
+    from dsx.cli import cli
+
+    out = tmp_path / "best.json"
+    result = CliRunner().invoke(cli, ["report", str(llama["results"]), "--best", "--where", "pipeline_stages=2",
+                                      "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "--pipeline-stages 2" in result.output.splitlines()[2]  # the command that reproduces it
+    assert json.loads(out.read_text()) == llama["pp2"].ds_config
