@@ -55,8 +55,9 @@ class StageInputs:
         if self._mask_key is None or not _same(self._mask_key, key):
             from transformers.masking_utils import create_causal_mask
 
-            self._mask = create_causal_mask(config=self.config, inputs_embeds=hidden, attention_mask=None,
-                                            cache=None, position_ids=position_ids)
+            # positional: (config, inputs_embeds, attention_mask, cache, position_ids); transformers 5.17 (the GPU
+            # hosts) names the cache past_key_values, 5.24 cache
+            self._mask = create_causal_mask(self.config, hidden, None, None, position_ids)
             self._mask_key = key
         return self._mask
 
@@ -134,7 +135,7 @@ class LlamaDecoderLayerPipe(nn.Module):
         mask = self.stage_inputs.mask(hidden, position_ids)
         cos_sin = self.stage_inputs.rope(hidden, position_ids)
         hidden = self.layer(hidden, attention_mask=mask, position_embeddings=cos_sin, position_ids=position_ids,
-                            cache=None, use_cache=False)
+                            use_cache=False)
         return hidden, position_ids
 
 
