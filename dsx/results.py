@@ -77,7 +77,8 @@ class Figures(_Row):
 
     step_time_s: StepTime | None = None
     tokens_per_s: float | None = None
-    """Global: micro_batch x grad_accum x world_size x seq_len / median step time."""
+    """Global: micro_batch x grad_accum x data-parallel replicas (world_size; a pipeline: world_size / stages) x
+    seq_len / median step time."""
     samples_per_s: float | None = None
     model_tflops_per_s: float | None = None
     """Per GPU (rank): flops_per_token x tokens_per_s / world_size / 1e12."""
@@ -246,6 +247,46 @@ class SparseAttentionInfo(_Row):
     """Sparse or dense, and why, in one line."""
 
 
+class PipelineStage(_Row):
+    """One pipeline stage of a run: its layers, parameters and memory (the max over its data-parallel ranks)."""
+
+    stage: int
+    ranks: list[int]
+    layers: list[str]
+    """Layer classes in order (dsx.pipeline: TokenEmbeddingPipe, GPT2BlockPipe..., 'tied head')."""
+    layer_range: list[int]
+    """[first, last + 1) in the PipelineModule's layer list."""
+    params: int | None = None
+    """Parameters one of its ranks holds (a tied embedding counts on the first and the last stage)."""
+    memory: MemoryMax = Field(default_factory=MemoryMax)
+    """Bytes: each figure's max over the stage's ranks (per-rank figures: RunRow.memory.per_rank)."""
+
+
+class PipelineInfo(_Row):
+    """A run with --pipeline-stages: the model as a deepspeed.pipe.PipelineModule (dsx.pipeline)."""
+
+    stages: int
+    data_parallel: int
+    """Replicas of the whole pipeline: world_size / stages."""
+    micro_batches: int
+    """Pipeline micro-batches per optimizer step (= grad_accum)."""
+    partition: str
+    """DeepSpeed's partition_method: parameters | uniform | type:REGEX."""
+    activation_checkpoint_interval: int = 0
+    bubble_fraction: float
+    """The 1F1B schedule's ideal idle share of a step: (stages - 1) / (micro_batches + stages - 1)."""
+    per_stage: list[PipelineStage] = Field(default_factory=list)
+    largest_stage: int | None = None
+    """The stage with the most peak memory (by largest_by)."""
+    largest_by: str | None = None
+    """The figure largest_stage is judged by: peak_reserved (GPU), host_rss_peak (CPU ranks) or params."""
+    params_total: int | None = None
+    """The stages' parameters together, a tied embedding once: equals model.params when the split lost nothing."""
+    tied_weights_equal: bool | None = None
+    """After the timed steps, every copy of a tied weight (first and last stage) is bit-for-bit the same; null for
+    an untied model or a failed run."""
+
+
 class RunRow(_Row):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -288,6 +329,8 @@ class RunRow(_Row):
     """Set for runs over a hostfile (`--hostfile`)."""
     sparse_attention: SparseAttentionInfo | None = None
     """Set when the run asked for block-sparse attention (dsx.sparse)."""
+    pipeline: PipelineInfo | None = None
+    """Set for runs with --pipeline-stages."""
     command: list[str]
     """The dsx argv as run."""
     run_dir: str | None = None
@@ -302,12 +345,13 @@ def canonical_json(config: dict) -> str:
 
 
 def trial_key(*, ds_config: dict, model: dict, toggles: dict, device: str, world_size: int, steps: int, warmup: int,
-              memory_cap: int | None, nodes: dict | None = None) -> str:
+              memory_cap: int | None, nodes: dict | None = None, pipeline: dict | None = None) -> str:
     """What makes two runs the same trial (RunRow.trial_key): the resolved config (the micro-batch is inside it), the
-    model and its overrides, the toggles, device, world size, steps and the memory cap, and for a hostfile run the
-    selected nodes and the launcher."""
-    return config_hash({**(nodes or {}), "ds_config": ds_config, **model, "toggles": toggles, "device": device,
-                        "world_size": world_size, "steps": steps, "warmup": warmup, "memory_cap": memory_cap})
+    model and its overrides, the toggles, device, world size, steps and the memory cap, for a hostfile run the
+    selected nodes and the launcher, and for a pipeline its stages and partition."""
+    return config_hash({**(nodes or {}), **({"pipeline": pipeline} if pipeline else {}), "ds_config": ds_config,
+                        **model, "toggles": toggles, "device": device, "world_size": world_size, "steps": steps,
+                        "warmup": warmup, "memory_cap": memory_cap})
 
 
 def config_hash(config: dict) -> str:

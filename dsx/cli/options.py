@@ -164,6 +164,23 @@ def resolve_target_or_fail(text: str | None) -> Version:
         raise click.UsageError(str(exc)) from None
 
 
+_PIPELINE_OPTIONS = (
+    click.option("--pipeline-stages", type=click.IntRange(min=1), metavar="N",
+                 help="Run the model (GPT-2, Llama) as a DeepSpeed pipeline of N stages (deepspeed.pipe."
+                      "PipelineModule); the ranks must be a multiple of N (N x data-parallel replicas); ZeRO 0/1; "
+                      "--grad-accum is the micro-batches per step."),
+    click.option("--pipeline-partition", metavar="parameters|uniform|type:REGEX",
+                 help="How DeepSpeed splits the layers over the stages (partition_method; default parameters)."),
+)
+
+
+def pipeline_options(f):
+    """--pipeline-stages and --pipeline-partition (dsx run, dsx estimate)."""
+    for option in reversed(_PIPELINE_OPTIONS):
+        f = option(f)
+    return f
+
+
 _NODE_OPTIONS = [
     click.option("--hostfile", type=click.Path(dir_okay=False), metavar="FILE",
                  help="Run over the nodes of a DeepSpeed hostfile ('HOST slots=N' lines); --gpus is then the "

@@ -7,9 +7,8 @@ import time
 
 import click
 
-from dsx.cli.options import (
-    SIZE, act_ckpt_option, config_source_options, model_options, node_options, sparse_options,
-)
+from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, model_options, node_options,
+                             pipeline_options, sparse_options)
 
 ENTERED = time.time()
 
@@ -21,6 +20,7 @@ ENTERED = time.time()
 @click.option("--gpus", type=click.IntRange(min=1),
               help="Ranks: GPUs to use (default all visible); without a GPU, CPU ranks (default 1).")
 @node_options
+@pipeline_options
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed optimizer steps.")
 @click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
               help="Untimed optimizer steps first.")
@@ -57,6 +57,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     dsx run --model gpt2-xl --zero 3 --offload cpu --offload-params cpu --micro-batch 8 --gpus 1
     dsx run --model bert-base --config my_ds.json --results results/bert.jsonl
     dsx run --model gpt2 --zero 2 --hostfile hostfiles/two-nodes-8gpu --master-addr node1
+    dsx run --model gpt2-xl --pipeline-stages 2 --gpus 2 --micro-batch 4 --grad-accum 16
     """
     from dsx.models import ModelError, parse_overrides
     from dsx.run import NODE_KEYS, RunRefused, RunRequest, config_flags, describe_dry_run, execute, prepare, summary
@@ -74,6 +75,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
         memory_cap=memory_cap, sparse_attention=sparse_attention, sparse_sets=tuple(sparse_sets),
         **{key: config_and_nodes[key] for key in NODE_KEYS},
+        pipeline_stages=config_and_nodes["pipeline_stages"], pipeline_partition=config_and_nodes["pipeline_partition"],
     )
     try:
         prepared = prepare(request, check_nodes=not dry_run, write=not dry_run)

@@ -11,6 +11,7 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     best         the fastest ok row, its config linted, and the command that reproduces it (--best)
     vs_estimate  dsx estimate's prediction next to the measured rows (--vs-estimate; imports dsx.estimate lazily)
     long_context sequence length against speed and memory, sparse attention beside dense (rows of dsx.sparse)
+    pipeline     the pipeline-stages table (rows run with --pipeline-stages)
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
 """
@@ -24,6 +25,7 @@ from dsx.report.facts import (
 )
 from dsx.report.load import Loaded, ReportError, load, read_from_line
 from dsx.report.long_context import attention_text, long_context_table
+from dsx.report.pipeline import PIPELINE_COLUMNS, pipeline_table
 from dsx.report.render import HEADER_WIDTH, RICH_DROP_ORDER, markdown_report, to_markdown, to_rich
 from dsx.report.tables import (
     RUN_COLUMNS, Table, configurations_table, effects_table, fmt_seconds, memory_legend, plot_rows, runs_table,
@@ -41,5 +43,6 @@ __all__ = [
     "select", "find_baseline", "parse_group_by", "group_name", "Table", "search_key", "Boundary", "boundaries",
     "RUN_COLUMNS", "runs_table", "memory_legend", "describe", "best_ok", "configurations_table", "sweeps_table",
     "effects_table", "plot_rows", "to_markdown", "RICH_DROP_ORDER", "HEADER_WIDTH", "to_rich", "Best", "pick_best",
-    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes",
+    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "PIPELINE_COLUMNS",
+    "pipeline_table",
 ]

@@ -14,6 +14,7 @@ from dsx.host import detect_device
 from dsx.results import trial_key
 from dsx.run.nodes import NODE_KEYS, NodeRequest, place
 from dsx.run.refused import RunRefused
+from dsx.run.pipeline import pipeline_flags, pipeline_plan, pipeline_stages
 
 DEFAULT_RESULTS = "results/runs.jsonl"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -69,6 +70,10 @@ class RunRequest(NodeRequest):
     """--sparse-attention WORD (dsx.sparse.spec.parse_word); None: the config's sparse_attention block, if any."""
     sparse_sets: tuple[str, ...] = ()
     """--sparse-set KEY=VALUE: keys of the sparse_attention layout block."""
+    pipeline_stages: int | None = None
+    """--pipeline-stages: run the model as a deepspeed.pipe.PipelineModule of this many stages (dsx.pipeline)."""
+    pipeline_partition: str | None = None
+    """--pipeline-partition: DeepSpeed's partition_method (parameters, uniform, type:REGEX); None: parameters."""
 
     @property
     def nodes(self) -> NodeRequest:
@@ -93,6 +98,8 @@ class Trial:
     """dsx.hostfile.Layout of a hostfile run, else None."""
     sparse: Any = None
     """dsx.sparse.planning.SparseDecision when the run asked for sparse attention, else None."""
+    pipeline: Any = None
+    """dsx.rank.protocol.PipelinePlan of a pipeline run, else None."""
 
 
 def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
@@ -153,6 +160,7 @@ def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, li
                 preset_block = {"mode": changes.pop("sparse_attention")}
         sets = tuple(changes.pop("sets", ()))
         changes.update({k: v for k, v in request.config_flags.items() if v is not None})
+        sets += pipeline_flags(request, changes, world_size)
         if changes.get("micro_batch") is None and changes.get("train_batch") is None:
             changes["micro_batch"] = 1  # dsx run's default (dsx config would ask for it with --grad-accum)
         allowed = {f.name for f in fields(ConfigRequest)}
@@ -169,11 +177,14 @@ def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, li
         if preset_block is not None and "sparse_attention" not in config:
             config["sparse_attention"] = preset_block
     sparse = take_block(config, target.is_legacy)
-    findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates)
+    data_parallel = world_size // (pipeline_stages(request, config, world_size) or 1)
+    findings = lint(config, target=target, world_size=data_parallel, duplicate_keys=duplicates)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         lines = "\n".join("  " + f.render() for f in errors)
-        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {world_size}:\n{lines}")
+        size = (f"world size {world_size}" if data_parallel == world_size else
+                f"data-parallel size {data_parallel} ({world_size} ranks / {world_size // data_parallel} pipeline stages)")
+        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at {size}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
     return config, source, warnings, sparse
 
@@ -229,9 +240,10 @@ def resolve_trial(request: RunRequest) -> Trial:
         fill_buckets(config, count_params(resolved), request.ds_sets)
     from dsx.schema.batch import BatchError, solve_batch
 
+    pipeline = pipeline_plan(request, config, world, resolved, notes)
     try:
-        batch = solve_batch(world, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
-                            config.get("gradient_accumulation_steps"))
+        batch = solve_batch(world // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
+                            config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
     except (BatchError, TypeError) as exc:
         raise RunRefused(f"batch sizes: {exc}") from None
     sparse = None
@@ -263,6 +275,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                                            if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
                                memory_cap=request.memory_cap,
-                               nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None),
-                 layout=layout, sparse=sparse)
+                               nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None,
+                               pipeline=pipeline.model_dump() if pipeline else None),
+                 layout=layout, sparse=sparse, pipeline=pipeline)
 

@@ -38,8 +38,8 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
             overrides[key] = value
     flags = {"zero": configuration.zero, "offload": configuration.offload,
              "offload_params": configuration.offload_params, "nvme_path": spec.nvme_path,
-             "precision": configuration.precision, "micro_batch": micro_batch, "grad_accum": spec.grad_accum,
-             "optimizer": spec.optimizer, "lr": spec.lr}
+             "precision": configuration.precision, "micro_batch": micro_batch,
+             "grad_accum": configuration.grad_accum or spec.grad_accum, "optimizer": spec.optimizer, "lr": spec.lr}
     request = RunRequest(
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
         ds_sets=tuple(spec.ds_sets), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
@@ -48,6 +48,8 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
         sparse_sets=tuple(spec.sparse_sets) if configuration.sparse not in (None, "none") else (),
         sweep={"sweep_id": spec.sweep_id(), "configuration": configuration.as_dict(), "label": configuration.label,
                "search": search},
+        pipeline_stages=configuration.pipeline_stages,
+        pipeline_partition=spec.pipeline_partition if configuration.pipeline_stages else None,
         **spec.nodes,
     )
     request.command = run_command(request)
@@ -70,6 +72,10 @@ def run_command(request) -> list[str]:
         argv += ["--ds-set", item]
     if request.gpus is not None:
         argv += ["--gpus", str(request.gpus)]
+    if request.pipeline_stages is not None:
+        argv += ["--pipeline-stages", str(request.pipeline_stages)]
+    if request.pipeline_partition is not None:
+        argv += ["--pipeline-partition", request.pipeline_partition]
     argv += ["--steps", str(request.steps), "--warmup", str(request.warmup)]
     for flag, on in (("--tf32", request.tf32), ("--compile", request.compile), ("--act-ckpt", request.act_ckpt)):
         if on:
