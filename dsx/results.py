@@ -83,7 +83,8 @@ class Figures(_Row):
     model_tflops_per_s: float | None = None
     """Per GPU (rank): flops_per_token x tokens_per_s / world_size / 1e12."""
     flops_per_token: float | None = None
-    """Analytic training FLOPs per token (dsx.flops.model_flops_per_token; its docstring states the formula)."""
+    """Analytic training FLOPs per token (dsx.flops.model_flops_per_token; its docstring states the formula); with
+    sparse attention the attention term counts only the attended token pairs (sparse_attention.attended_fraction)."""
     flops_dtype: str | None = None
     """The dtype whose peak MFU is measured against (bf16, fp16, tf32, fp32)."""
     peak_tflops: float | None = None

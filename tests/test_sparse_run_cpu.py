@@ -75,3 +75,18 @@ def test_the_ranks_built_the_model_with_the_sparse_attention(bigbird_run):
     plan = json.loads((Path(row.run_dir) / "plan.json").read_text())
     assert plan["sparse_attention"]["block"]["mode"] == "bigbird"
     assert "  sparse      bigbird (block 16, asked: config) -> masked SDPA;" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_the_flops_count_only_the_attended_token_pairs(bigbird_run):
+    from dsx.flops import attention_flops_per_token, model_flops_per_token
+    from dsx.models import resolve_model
+
+    _, rows = bigbird_run
+    row = parse_row(rows[-1])
+    resolved = resolve_model("gpt2-tiny", {"attn_pdrop": 0}, seq_len=128)
+    dense = model_flops_per_token(resolved)
+    skipped = (1 - row.sparse_attention.attended_fraction) * attention_flops_per_token(resolved)
+    assert row.figures.flops_per_token == pytest.approx(dense - skipped, rel=1e-12)
+    assert row.figures.flops_per_token < dense

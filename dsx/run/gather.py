@@ -75,8 +75,10 @@ def figures_of(prepared: Prepared, ranks: list[RankReport | None], status: str, 
     figures = Figures()
     from dsx.flops import model_flops_per_token
 
+    sparse = prepared.sparse.info if prepared.sparse is not None and prepared.sparse.info.get("applied") else None
     try:
-        figures.flops_per_token = float(model_flops_per_token(resolved))
+        figures.flops_per_token = float(model_flops_per_token(
+            resolved, attended_fraction=sparse["attended_fraction"] if sparse else 1.0))
     except Exception as exc:
         prepared.notes.append(f"analytic FLOPs unavailable: {exc}")
     dtype = prepared.precision
