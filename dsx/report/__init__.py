@@ -10,6 +10,7 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     render       a Table as rich or markdown, and report.md
     best         the fastest ok row, its config linted, and the command that reproduces it (--best)
     vs_estimate  dsx estimate's prediction next to the measured rows (--vs-estimate; imports dsx.estimate lazily)
+    launches     `dsx launch` rows (a user's own script) apart from the runs, and their table
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
 """
@@ -17,10 +18,12 @@ Every public name of the modules is re-exported here: `from dsx.report import la
 from dsx.report.best import Best, best_ok, best_summary, pick_best
 from dsx.report.facts import (
     GROUP_KEYS, SELECTOR_KEYS, STATUSES, Boundary, attributes, batches_per_s, boundaries, configuration,
-    derived_label, describe, device_seconds, examples_per_s, find_baseline, gpu_label, group_name, label, matches,
+    derived_label, describe, device_seconds, examples_per_s, find_baseline, gpu_label, group_name, is_launch, label,
+    launch_label, launch_zero, matches,
     memory, memory_field, memory_per_example, model_text, offload_devices, offload_text, parse_group_by,
     parse_selector, samples_per_rank, search_key, select, short_error, short_gpu, tokens_per_s, zero_stage,
 )
+from dsx.report.launches import LAUNCH_COLUMNS, launches_table, split_kinds
 from dsx.report.load import Loaded, ReportError, load, read_from_line
 from dsx.report.render import HEADER_WIDTH, RICH_DROP_ORDER, markdown_report, to_markdown, to_rich
 from dsx.report.tables import (
@@ -39,5 +42,6 @@ __all__ = [
     "select", "find_baseline", "parse_group_by", "group_name", "Table", "search_key", "Boundary", "boundaries",
     "RUN_COLUMNS", "runs_table", "memory_legend", "describe", "best_ok", "configurations_table", "sweeps_table",
     "effects_table", "plot_rows", "to_markdown", "RICH_DROP_ORDER", "HEADER_WIDTH", "to_rich", "Best", "pick_best",
-    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes",
+    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "is_launch",
+    "launch_label", "launch_zero", "LAUNCH_COLUMNS", "launches_table", "split_kinds",
 ]
