@@ -192,7 +192,7 @@ def test_a_plain_deepspeed_script_trains_under_dsx_launch_and_leaves_a_row_witho
         assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
     row = assert_launch_row(rows[0], world=2, config=config, script="user_train.py")
     assert (row.launch.hf, row.launch.config_arg, row.launch.trainer) == (False, "--deepspeed_config", None)
-    assert (row.micro_batch, row.grad_accum, row.precision) == (2, 1, None)
+    assert (row.micro_batch, row.grad_accum, row.precision) == (2, 1, "fp32")
 
 
 def test_a_failing_script_leaves_an_error_row_with_its_exit_code(results, tmp_path):

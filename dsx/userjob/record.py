@@ -52,7 +52,7 @@ class Recorder:
             run_id=run_id, started_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), device=device,
             world_size=world, gpu_names=list(gpu_names), config=config, config_path=str(Path(config_path).resolve()),
             hf=hf, config_arg=config_given, user_command=list(user_command), script=script,
-            command=list(sys.argv), precision=precision(config, args) if hf else None, micro_batch=micro,
+            command=list(sys.argv), precision=precision(config, args), micro_batch=micro,
             grad_accum=accum, notes=list(plan.notes), log=str(self.log_path), run_dir=str(self.run_dir),
             nodes=None if layout is None else NodesInfo(
                 hostfile=nodes.hostfile, launcher=nodes.launcher, hosts=list(layout.selection),

@@ -128,7 +128,7 @@ def flag_on(args: list[str], name: str) -> bool:
 
 def precision(config: dict, args: list[str]) -> str:
     """What the ranks train in: the config's bf16/fp16 when set, else what the Trainer fills "auto" with from
-    --bf16 / --fp16 (fp32 without either)."""
+    --bf16 / --fp16 (fp32 without either, as DeepSpeed without either section)."""
     from dsx.config_facts import precision_of
 
     known = precision_of(config)
