@@ -547,3 +547,48 @@ def test_only_failed_rows_need_all(tmp_path):
     assert result.exit_code == 1
     assert result.stderr == "dsx report: no ok row among 2 row(s) (2 oom); --all lists them\n"
     assert report(ooms, "--all").exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------- dsx launch rows
+
+LAUNCHES = ROWS / "cpu_launch.jsonl"
+
+
+def test_launch_rows_get_a_table_of_their_own_beside_the_runs():
+    result = report(SWEEP, LAUNCHES, "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    runs, launches = md_table(result.output, "Runs"), md_table(result.output, "Launches")
+    assert not any("train_hf.py" in str(line) for line in runs)  # runs only in the runs table
+    assert header(result.output, "Launches") == (
+        "| GPU | launch | micro-batch | exit | wall s | GPU GiB | host RSS GiB | samples/s | steps/s | tokens/s | loss | "
+        "config |")
+    assert len(launches) == 5  # the ok ones; the failed launch needs --all
+    trainer = read_rows(LAUNCHES)[0]
+    t = trainer["launch"]["trainer"]
+    line = launches[0]
+    assert line[:4] == ["CPU", "z2 off=cpu fp32 · train_hf.py", "2", "0"]
+    assert line[7:10] == [f"{t['samples_per_s']:,.2f}", f"{t['steps_per_s']:,.3f}", f"{t['tokens_per_s']:,.0f}"]
+    assert line[11] == f"hf_trainer_zero2_auto.json {trainer['ds_config_hash'][:8]}"
+    assert launches[4][1] == "z1 · user_train.py" and launches[4][7:11] == ["-", "-", "-", "-"]
+
+
+def test_all_lists_the_failed_launch_with_its_error():
+    result = report(LAUNCHES, "--all", "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    failed = md_table(result.output, "Launches")[-1]
+    assert failed[-2] == "error" and failed[-1].startswith("the job exited with 3: ")
+    assert "## Runs" not in result.output
+
+
+def test_where_selects_launch_rows_by_their_script_and_config():
+    result = report(SWEEP, LAUNCHES, "--where", "model=train_hf.py,world_size=2", "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    assert "## Runs" not in result.output and len(md_table(result.output, "Launches")) == 2
+
+
+def test_best_and_effects_read_run_rows_only(tmp_path):
+    result = report(LAUNCHES, "--best")
+    assert result.exit_code == 1
+    assert result.output.strip() == "dsx report: no ok row with a throughput among 0 row(s): nothing to pick"
+    best = report(SWEEP, LAUNCHES, "--best", "-o", tmp_path / "best.json")
+    assert best.exit_code == 0 and "train_hf" not in best.output

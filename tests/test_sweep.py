@@ -20,8 +20,8 @@ from dsx.cli.sweep import command as sweep_command
 from dsx.models import resolve_model
 from dsx.results import append_row
 from dsx.sweep import (
-    Configuration, SweepError, SweepLock, SweepSpec, done_rows, fixed_micro_batches, reap_orphans, run_request,
-    search_micro_batch, sweep,
+    Configuration, SweepError, SweepLock, SweepSpec, done_rows, fixed_micro_batches, flat_stop, reap_orphans,
+    run_request, search_micro_batch, sweep,
 )
 
 
@@ -387,3 +387,58 @@ def test_sweep_rows_validate_as_run_rows():
 
     info = SweepInfo(**run_request(spec(), spec().configurations()[0], 2, "grow").sweep)
     assert json.loads(info.model_dump_json())["configuration"]["zero"] == 1
+
+
+# ------------------------------------------------------------------------------------------ flat throughput
+
+
+def saturating(limit: int, speeds: dict[int, float]):
+    """A probe that fits up to `limit` and reports tokens/s from `speeds` (micro-batch -> tokens/s)."""
+    asked = []
+
+    def probe(mb, search):
+        asked.append(mb)
+        return ("fit", speeds[mb]) if mb <= limit else ("oom", None)
+    probe.asked = asked
+    return probe
+
+
+def test_the_search_stops_when_the_sizes_left_below_the_oom_cannot_add_a_percent():
+    """The GPU host's gpt2 ZeRO-3 offload search: 53 fit, 66 ran out of memory, 59 was 0.4% faster than 53: the six
+    sizes left (60..65) at that rate could add 0.4% at most, so 62 and 63 are not tried."""
+    probe = saturating(63, {53: 10_000.0, 59: 10_040.0, 62: 10_045.0, 63: 10_046.0})
+    result = search_micro_batch(probe, start=53, maximum=1024, step=1.25, flat=0.01)
+    assert probe.asked == [53, 66, 59]
+    assert (result.largest_fit, result.first_oom) == (59, 66)
+    assert result.stopped == ("throughput flat: micro-batch 53 -> 59 changed tokens/s by +0.4%, so the sizes left "
+                              "below the OOM at 66 could add at most 0.4% (< --mb-flat 1%); search stopped")
+
+
+def test_throughput_still_rising_keeps_the_search_going_to_the_boundary():
+    """gpt2-xl z3 off=cpu ckpt on the H100 (bench/sweep/h100/gpt2xl.jsonl: 8..96 measured; above, made up to
+    saturate): 32 -> 64 gained 36% and 64 -> 96 11%, so the bisection goes on until 96 -> 100 gains 0.7%."""
+    speeds = {8: 3548.2, 16: 7333.4, 32: 12391.8, 64: 16813.9, 96: 18668.9, 100: 18800.0}
+    probe = saturating(100, speeds)
+    result = search_micro_batch(probe, start=8, maximum=1024, flat=0.01)
+    assert probe.asked == [8, 16, 32, 64, 128, 96, 112, 104, 100]
+    assert (result.largest_fit, result.first_oom) == (100, 104)
+    assert result.stopped.startswith("throughput flat: micro-batch 96 -> 100 changed tokens/s by +0.7%")
+
+
+def test_a_size_slower_than_the_one_before_stops_the_search():
+    probe = saturating(31, {8: 100.0, 16: 180.0, 24: 179.0})
+    result = search_micro_batch(probe, start=8, maximum=1024, flat=0.01)
+    assert probe.asked == [8, 16, 32, 24]
+    assert result.stopped.startswith("throughput flat: micro-batch 16 -> 24 changed tokens/s by -0.6%, so the sizes "
+                                     "left below the OOM at 32 could add at most 0.0%")
+
+
+def test_mb_flat_0_searches_to_the_exact_boundary_whatever_the_throughput():
+    probe = saturating(20, {mb: 100.0 for mb in range(1, 21)})
+    result = search_micro_batch(probe, start=1, maximum=1024, flat=0.0)
+    assert (result.largest_fit, result.first_oom, result.stopped) == (20, 21, None)
+
+
+def test_flat_stop_needs_two_fits_below_the_oom():
+    assert flat_stop({53: 10_000.0}, 66, 0.01) is None
+    assert flat_stop({53: 10_000.0, 59: 10_040.0}, 66, 0.0) is None

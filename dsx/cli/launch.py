@@ -26,14 +26,31 @@ from dsx.cli.options import node_options
 @click.option("--no-local-rank", is_flag=True,
               help="Do not append --local_rank=N to the command's arguments (DeepSpeed's runner does by default); "
                    "each rank still finds LOCAL_RANK in its environment.")
+@click.option("--hf", is_flag=True,
+              help='The config is one the transformers Trainer / accelerate fill: "auto" is allowed where they fill '
+                   "it (implied by --config-arg --deepspeed).")
+@click.option("--seq-len", type=click.IntRange(min=1),
+              help="The script's sequence length: a Trainer's samples/s becomes tokens/s in the row.")
+@click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="JSON-lines file the launch's row is appended to (the job's output is kept beside it).")
 @click.option("--dry-run", is_flag=True, help="Print the checked launch (commands, environment, layout); run nothing.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, command, **nodes):
+def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len, results, dry_run, command,
+            **nodes):
     """Launch COMMAND (after --) on every rank, under a DeepSpeed config dsx has checked.
 
     COMMAND is `python SCRIPT.py ARGS`, `python -m MODULE ARGS` or a program. The config is linted for the world
     size of the launch (errors refuse it), the launch is built as data (hostfile, --include/--exclude,
     .deepspeed_env for remote ranks), every node is checked over ssh, and DeepSpeed's runner starts it.
+
+    A config the transformers Trainer or accelerate fills ("auto" values) needs --hf, implied by --config-arg
+    --deepspeed (the Trainer's flag). Before a Trainer launch, a warmup scheduler whose "auto" warmup the Trainer
+    would fill with 0 (DeepSpeed 0.19 rejects it) is refused with the fix.
+
+    Each launch appends one row to --results: status, exit code, wall time, each GPU's peak memory (NVML) and each
+    rank's peak host RSS, sampled by dsx while the job runs, the config and its hash, the command; for a Trainer
+    script, the throughput it reports (train_samples_per_second, and tokens/s with --seq-len). `dsx report` shows
+    launch rows in a table of their own.
 
     As with DeepSpeed's own launcher, each rank's arguments end in --local_rank=N, so the script must accept it
     (argparse: parser.add_argument("--local_rank", type=int, default=-1)), unless --no-local-rank; LOCAL_RANK,
@@ -46,20 +63,26 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, co
     \b
     dsx launch --config ds.json -- python train.py --epochs 1
     dsx launch --config ds.json -- python -m mypackage.train --epochs 1
+    dsx launch --config ds_zero2.json --config-arg --deepspeed --seq-len 1024 \\
+        -- python train_hf.py --output_dir out --max_steps 50 --warmup_steps 5
     dsx launch --hostfile hostfiles/two-nodes-8gpu --master-addr node1 --config ds.json --config-arg --deepspeed \\
         -- python train.py --output_dir out
     """
     from dsx.host import cpu_count, detect_device, free_port
     from dsx.launcher import LaunchError, build_launch, run_plan
-    from dsx.lint.engine import lint
     from dsx.lint.load import UnreadableConfig, read_config
     from dsx.run.nodes import NodeRequest, gpu_capabilities, launch_nodes, master_addr, place
     from dsx.run.refused import RunRefused
+    from dsx.userjob import preflight
+    from dsx.userjob.record import Recorder
     from dsx.versions import VersionError, resolve_target
 
     command = list(command)
     if command and command[0] == "--":
         command = command[1:]
+    script, args = preflight.script_and_args(command)
+    trainer = preflight.is_trainer_launch(config_arg, args)
+    hf = hf or config_arg == "--deepspeed"
     node_request = NodeRequest(**nodes)
     work = None  # a temporary folder for the .deepspeed_env of a multi-node launch, removed whatever happens
     try:
@@ -72,12 +95,14 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, co
                 target = resolve_target(None)
             except (UnreadableConfig, VersionError) as exc:
                 raise RunRefused(str(exc)) from None
-            findings = lint(loaded.data, target=target, world_size=world, duplicate_keys=loaded.duplicate_keys)
-            errors = [f for f in findings if f.severity == "error"]
-            if errors:
-                lines = "\n".join("  " + f.render() for f in errors)
-                raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}:\n{lines}")
-            for finding in findings:
+            checked = preflight.check(loaded.data, duplicate_keys=loaded.duplicate_keys, target=target,
+                                      world_size=world, hf=hf, trainer=trainer, args=args, device=device)
+            if checked.errors:
+                lines = "\n".join(checked.error_lines())
+                raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}"
+                                 f"{', with the Trainer / accelerate filling its auto values (--hf)' if hf else ''}:\n"
+                                 f"{lines}")
+            for finding in checked.warnings:
                 click.echo(f"dsx launch: {finding.render()}", err=True)
 
             if config_arg.lower() != "none":
@@ -87,7 +112,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, co
                 work = tempfile.mkdtemp(prefix="dsx-launch-")
             node_spec = launch_nodes(node_request, placement, gpus, env,
                                      env_file=os.path.join(work, "deepspeed_env") if work else "", check=not dry_run)
-            _, capabilities = gpu_capabilities(device, env)
+            gpu_names, capabilities = gpu_capabilities(device, env)
             try:
                 plan = build_launch(world_size=world, device=device,
                                     master_port=node_request.master_port or free_port(), base_env=env,
@@ -107,12 +132,19 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, co
         for path, text in plan.files.items():
             with open(path, "w") as f:
                 f.write(text)
+        recorder = Recorder(results, device=device, world=world, placement=placement, env=env, plan=plan,
+                            config=loaded.data, config_path=config_path, hf=hf, config_arg=config_arg,
+                            user_command=command, script=script, args=args, trainer=trainer, seq_len=seq_len,
+                            nodes=node_request, gpu_names=gpu_names)
         click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
         try:
-            done = run_plan(plan, timeout_s or None, echo=True)
+            done = run_plan(plan, timeout_s or None, log_path=recorder.log_path, echo=True, on_start=recorder.start)
         except KeyboardInterrupt:
+            recorder.record(None)
             click.echo("dsx launch: interrupted; every rank was stopped", err=True)
             sys.exit(130)
+        for line in recorder.record(done):
+            click.echo(line, err=True)
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)

@@ -49,7 +49,9 @@ TERMINAL_WIDTH = 120
 def command(results, show_all, where, baseline, group_by, fmt, effects, best, vs_estimate, output, target):
     """Tables, plots and the best config from result rows.
 
-    RESULTS are JSON-lines files written by `dsx run` / `dsx sweep` (torn lines are skipped with a warning).
+    RESULTS are JSON-lines files written by `dsx run` / `dsx sweep` / `dsx launch` (torn lines are skipped with a
+    warning). Launch rows (your own scripts) get a table of their own; --best, --effects, --vs-estimate and the
+    plots read the run rows.
 
     \b
     dsx report results/runs.jsonl
@@ -82,20 +84,23 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
     if not rows:
         raise rp.ReportError(f"no row matches --where {where} ({len(loaded.rows)} row(s) read)", 1)
 
+    rows, launches = rp.split_kinds(rows)  # dsx launch rows: a table of their own, in no other table or plot
     if best:
         _best(rp, rows, output, target)
         return
 
     shown = rows if show_all else [r for r in rows if r["status"] == "ok"]
+    shown_launches = launches if show_all else [r for r in launches if r["status"] == "ok"]
     if vs_estimate:
         table = rp.vs_estimate_table(rows)
         if not table.rows:
             raise rp.ReportError("no row ran on a GPU dsx estimate is calibrated for (dsx estimate --help)", 1)
-        shown = rows
-    if not shown:
-        counts = ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in rp.STATUSES
-                           if any(r["status"] == s for r in rows))
-        raise rp.ReportError(f"no ok row among {len(rows)} row(s) ({counts}); --all lists them", 1)
+        shown, shown_launches = rows, []
+    if not shown and not (shown_launches and not effects):
+        every = rows + launches
+        counts = ", ".join(f"{sum(r['status'] == s for r in every)} {s}" for s in rp.STATUSES
+                           if any(r["status"] == s for r in every))
+        raise rp.ReportError(f"no ok row among {len(every)} row(s) ({counts}); --all lists them", 1)
     if vs_estimate:
         tables = [table]
     elif effects:
@@ -106,18 +111,22 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
                                  "configuration and micro-batch", 1)
         tables = [table]
     else:
-        base = rp.find_baseline(shown, baseline)
-        tables = [rp.runs_table(shown, every=rows, baseline=base, group_by=group_keys, show_status=show_all),
-                  rp.configurations_table(rows)]
-        sweeps = rp.sweeps_table(rows)
-        if sweeps is not None:
-            tables.append(sweeps)
-        long_context = rp.long_context_table(rows if show_all else shown)
-        if long_context is not None:
-            tables.append(long_context)
-        pipeline = rp.pipeline_table(shown)
-        if pipeline is not None:
-            tables.append(pipeline)
+        tables = []
+        if shown:
+            base = rp.find_baseline(shown, baseline)
+            tables += [rp.runs_table(shown, every=rows, baseline=base, group_by=group_keys, show_status=show_all),
+                       rp.configurations_table(rows)]
+            sweeps = rp.sweeps_table(rows)
+            if sweeps is not None:
+                tables.append(sweeps)
+            long_context = rp.long_context_table(rows if show_all else shown)
+            if long_context is not None:
+                tables.append(long_context)
+            pipeline = rp.pipeline_table(shown)
+            if pipeline is not None:
+                tables.append(pipeline)
+        if shown_launches:
+            tables.append(rp.launches_table(shown_launches, show_status=show_all))
 
     if fmt == "markdown":
         click.echo(rp.read_from_line(loaded))

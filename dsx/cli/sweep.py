@@ -139,6 +139,9 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
                                                             "8 on CPU ranks).")
 @click.option("--mb-tolerance", type=click.FloatRange(min=0, max=1), default=0.0, show_default=True,
               help="auto: stop bisecting when the gap to the first OOM is within this fraction of the fit (0: exact).")
+@click.option("--mb-flat", type=click.FloatRange(min=0, max=1), default=0.01, show_default=True,
+              help="auto: stop once the micro-batches left below the first OOM could add less than this fraction of "
+                   "tokens/s, judged from the last two that fit (0: search to the exact boundary).")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2",
               help="Model shape to vary, e.g. --vary n_layer=12,24 --vary seq_len=256,512 (every combination).")
 @click.option("--one-at-a-time", is_flag=True,
@@ -187,9 +190,10 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
                                              "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
-            mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, pipeline_stages, pipeline_partition,
-            nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention, sparse_sets, steps, warmup, memory_cap,
-            trial_timeout, results, retry_failed, no_prune, keep_within, gpu_kind, gpu_kind_old, dry_run, inject, **nodes):
+            mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, pipeline_stages,
+            pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention, sparse_sets, steps,
+            warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within, gpu_kind, gpu_kind_old,
+            dry_run, inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
@@ -231,8 +235,8 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         compile=_booleans(compile_, "--compile"), gpus=_ints(gpus, "--gpus", 1) if gpus else [None],
         vary=_vary(vary), one_at_a_time=one_at_a_time, micro_batch=micro_batches, mb_start=mb_start,
         mb_max=mb_max or (1024 if device == "cuda" else 8), mb_tolerance=mb_tolerance,
-        grad_accum=_one_or_list(_ints(grad_accum, "--grad-accum", 1)), pipeline_stages=_stages(pipeline_stages),
-        pipeline_partition=pipeline_partition,
+        mb_flat=mb_flat, grad_accum=_one_or_list(_ints(grad_accum, "--grad-accum", 1)),
+        pipeline_stages=_stages(pipeline_stages), pipeline_partition=pipeline_partition,
         steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
         optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
         trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,

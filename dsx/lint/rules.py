@@ -258,8 +258,9 @@ def hf_zero_warmup(data: dict, ctx: LintContext) -> Iterator[Finding]:
     if ("scheduler.params.warmup_num_steps" in ctx.filled_by_hf and not ctx.target.is_legacy
             and str(scheduler.get("type", "")).startswith("Warmup")):
         yield Finding("scheduler.params.warmup_num_steps", "warning", "hf-zero-warmup",
-                      "the Trainer fills 0 here when warmup_steps and warmup_ratio are 0, and DeepSpeed 0.19 "
-                      "rejects warmup_num_steps 0",
+                      "the Trainer of transformers before 5.18 fills 0 here when warmup_steps and warmup_ratio are 0, "
+                      "and DeepSpeed 0.19 rejects warmup_num_steps 0 (5.18 and later fill at least 1; dsx launch "
+                      "checks the script's arguments)",
                       "give the Trainer warmup_steps > 0, or write a positive number here")
 
 

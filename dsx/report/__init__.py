@@ -12,6 +12,7 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     vs_estimate  dsx estimate's prediction next to the measured rows (--vs-estimate; imports dsx.estimate lazily)
     long_context sequence length against speed and memory, sparse attention beside dense (rows of dsx.sparse)
     pipeline     the pipeline-stages table (rows run with --pipeline-stages)
+    launches     `dsx launch` rows (a user's own script) apart from the runs, and their table
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
 """
@@ -19,10 +20,12 @@ Every public name of the modules is re-exported here: `from dsx.report import la
 from dsx.report.best import Best, best_ok, best_summary, pick_best
 from dsx.report.facts import (
     GROUP_KEYS, SELECTOR_KEYS, STATUSES, Boundary, attributes, batches_per_s, boundaries, configuration,
-    derived_label, describe, device_seconds, examples_per_s, find_baseline, gpu_label, group_name, label, matches,
+    derived_label, describe, device_seconds, examples_per_s, find_baseline, gpu_label, group_name, is_launch, label,
+    launch_label, launch_zero, matches,
     memory, memory_field, memory_per_example, model_text, offload_devices, offload_text, parse_group_by,
     parse_selector, samples_per_rank, search_key, select, short_error, short_gpu, tokens_per_s, zero_stage,
 )
+from dsx.report.launches import LAUNCH_COLUMNS, launches_table, split_kinds
 from dsx.report.load import Loaded, ReportError, load, read_from_line
 from dsx.report.long_context import attention_text, long_context_table
 from dsx.report.pipeline import PIPELINE_COLUMNS, pipeline_table
@@ -44,5 +47,5 @@ __all__ = [
     "RUN_COLUMNS", "runs_table", "memory_legend", "describe", "best_ok", "configurations_table", "sweeps_table",
     "effects_table", "plot_rows", "to_markdown", "RICH_DROP_ORDER", "HEADER_WIDTH", "to_rich", "Best", "pick_best",
     "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "PIPELINE_COLUMNS",
-    "pipeline_table",
+    "pipeline_table", "is_launch", "launch_label", "launch_zero", "LAUNCH_COLUMNS", "launches_table", "split_kinds",
 ]

@@ -82,7 +82,10 @@ def derived_label(row: dict) -> str:
 
 
 def label(row: dict) -> str:
-    """The sweep's label when the row comes from `dsx sweep`, else one derived from the row's config."""
+    """The sweep's label when the row comes from `dsx sweep`, else one derived from the row's config (and for a
+    launch row, its script)."""
+    if is_launch(row):
+        return launch_label(row)
     return row["sweep"]["label"] if row.get("sweep") else derived_label(row)
 
 
@@ -105,10 +108,44 @@ def model_text(row: dict) -> str:
     return " ".join([m["preset"], *extra])
 
 
-def attributes(row: dict) -> dict[str, str]:
-    """Every selector / group-by key of a row, as the lower-case text a selector value is compared with."""
+def is_launch(row: dict) -> bool:
+    """A `dsx launch` row (a user's own script): no model, step times or FLOPs of dsx's; see dsx.report.launches."""
+    return row.get("kind") == "launch"
+
+
+def launch_zero(row: dict) -> str:
+    """The ZeRO stage of a launch row's config as given: a number, or 'auto' (accelerate fills it)."""
+    stage = (row["ds_config"].get("zero_optimization") or {}).get("stage", 0)
+    return str(stage) if isinstance(stage, int) else "auto"
+
+
+def launch_label(row: dict) -> str:
+    """'z2 off=cpu fp32 · train_hf.py': the config's facts as given, and the script."""
     opt, param = offload_devices(row)
-    values = {
+    parts = [f"z{launch_zero(row)}"] + ([f"off={opt}"] if opt != "none" else []) + (
+        [f"params={param}"] if param != "none" else []) + ([row["precision"]] if row["precision"] else [])
+    return " ".join(parts) + f" · {row['launch']['script']}"
+
+
+def _launch_attributes(row: dict) -> dict:
+    opt, param = offload_devices(row)
+    return {"label": launch_label(row), "zero": launch_zero(row), "offload": opt, "offload_params": param,
+            "precision": row["precision"] or "-", "act_ckpt": "-", "compile": "-", "model": row["launch"]["script"],
+            "gpu": gpu_label(row), "micro_batch": row["micro_batch"] or "-", "grad_accum": row["grad_accum"] or "-",
+            "world_size": row["world_size"], "seq_len": ((row["launch"]["trainer"] or {}).get("seq_len") or "-"),
+            "sweep": "-", "search": "-", "status": row["status"]}
+
+
+def attributes(row: dict) -> dict[str, str]:
+    """Every selector / group-by key of a row, as the lower-case text a selector value is compared with (a launch
+    row has what its config and command line say, '-' for the rest)."""
+    values = _launch_attributes(row) if is_launch(row) else _run_attributes(row)
+    return {k: (str(v).lower() if not isinstance(v, bool) else ("true" if v else "false")) for k, v in values.items()}
+
+
+def _run_attributes(row: dict) -> dict:
+    opt, param = offload_devices(row)
+    return {
         "label": label(row), "zero": zero_stage(row), "offload": opt, "offload_params": param,
         "precision": row["precision"], "act_ckpt": row["toggles"]["act_ckpt"], "compile": row["toggles"]["compile"],
         "model": row["model"]["preset"], "gpu": gpu_label(row), "micro_batch": row["micro_batch"],
@@ -118,7 +155,6 @@ def attributes(row: dict) -> dict[str, str]:
         "sparse": (row.get("sparse_attention") or {}).get("requested", "none"),
         "pipeline_stages": row["pipeline"]["stages"] if row.get("pipeline") else "-",
     }
-    return {k: (str(v).lower() if not isinstance(v, bool) else ("true" if v else "false")) for k, v in values.items()}
 
 
 def memory_field(row: dict) -> str:

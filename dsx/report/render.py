@@ -26,7 +26,7 @@ def to_markdown(table: Table) -> str:
     return out
 
 
-RICH_DROP_ORDER = ("error", "embed", "ffn", "vocab", "hidden", "layers", "seq", "precision", "batch/s", "TFLOP/s",
+RICH_DROP_ORDER = ("error", "config", "steps/s", "loss", "embed", "ffn", "vocab", "hidden", "layers", "seq", "precision", "batch/s", "TFLOP/s",
                    "ckpt", "its memory GiB", "device-seconds", "mem/ex MiB")
 """Columns the terminal table gives up first when it is narrower than the table (markdown keeps them all)."""
 

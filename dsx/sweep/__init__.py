@@ -31,7 +31,7 @@ from dsx.sweep.grid import (
 from dsx.sweep.lock import SweepLock, reap_orphans
 from dsx.sweep.loop import ConfigurationResult, SweepRun, TrialOutcome, sweep, sweep_device_seconds
 from dsx.sweep.planning import PREDICTED_STEP, Plan, plan, preflight, visible_gpu_kind
-from dsx.sweep.search import Probe, SearchResult, fixed_micro_batches, search_micro_batch
+from dsx.sweep.search import MB_FLAT, Probe, SearchResult, fixed_micro_batches, flat_stop, search_micro_batch
 from dsx.sweep.trials import DONE_STATUSES, done_rows, run_command, run_request
 
 __all__ = [
@@ -39,5 +39,5 @@ __all__ = [
     "Configuration", "SweepSpec", "default_model", "Probe", "SearchResult", "search_micro_batch",
     "fixed_micro_batches", "SweepLock", "reap_orphans", "done_rows", "run_request", "run_command", "preflight",
     "Plan", "visible_gpu_kind", "plan", "TrialOutcome", "ConfigurationResult", "SweepRun", "sweep",
-    "sweep_device_seconds",
+    "sweep_device_seconds", "MB_FLAT", "flat_stop",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from dsx.config_facts import configuration_label
 from dsx.results import config_hash
+from dsx.sweep.search import MB_FLAT
 
 AUTO = "auto"
 OFFLOAD_CHOICES = ("none", "cpu", "nvme")
@@ -94,6 +95,9 @@ class SweepSpec:
     mb_tolerance: float = 0.0
     """Stop bisecting when (first OOM - largest fit) <= max(1, tolerance x largest fit): 0 finds the exact boundary,
     0.25 saves trials on big models."""
+    mb_flat: float = MB_FLAT
+    """Stop the auto search when the sizes left below the first OOM could add less than this fraction of tokens/s
+    (dsx.sweep.search.flat_stop; 0: never). Not part of the sweep id: it decides when to stop, not what a trial is."""
     grad_accum: int | list[int] = 1
     """One value for every trial, or a list: an axis (with --pipeline-stages, the pipeline's micro-batches)."""
     pipeline_stages: list[int | None] = field(default_factory=lambda: [None])

@@ -108,7 +108,8 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
                     best = (result.best or {}).get("figures", {}).get("tokens_per_s") or -1.0
                     if tokens > best:
                         result.best = row
-                return {"ok": "fit", "oom": "oom"}.get(status, "fail")
+                return {"ok": "fit", "oom": "oom"}.get(status, "fail"), \
+                    (row.get("figures") or {}).get("tokens_per_s")
             return probe
 
         configurations = spec.configurations()
@@ -137,7 +138,8 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
             if spec.micro_batch == AUTO:
                 predicted = plans[configuration].predicted_max is not None
                 result.search = search_micro_batch(probe, plans[configuration].start, spec.mb_max,
-                                                   spec.mb_tolerance, step=PREDICTED_STEP if predicted else 2.0)
+                                                   spec.mb_tolerance, step=PREDICTED_STEP if predicted else 2.0,
+                                                   flat=spec.mb_flat)
             else:
                 skipped = set(plans[configuration].skip_micro_batches)
                 result.search = fixed_micro_batches(probe, [mb for mb in spec.micro_batch if mb not in skipped])
