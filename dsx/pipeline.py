@@ -142,7 +142,6 @@ def layer_params(resolved: Any) -> list[int]:
     """Parameters of each layer as DeepSpeed's 'parameters' partition counts them (a tied embedding at both ends);
     from the model built on the meta device."""
     from dsx.models import meta_model
-    from dsx.rank.pipeline import hf_pieces
 
     modules, tied, _ = hf_pieces(meta_model(resolved), resolved.family)
 
@@ -245,3 +244,23 @@ def in_flight(stage: int, stages: int, micro_batches: int) -> int:
     """Micro-batches whose activations a stage holds at once in DeepSpeed's TrainSchedule (1F1B): stages - stage,
     at most the micro-batches of the step."""
     return min(stages - stage, micro_batches)
+
+
+def hf_pieces(model: Any, family: str) -> tuple[dict[str, Any], bool, Any]:
+    """(the HF model's modules by role, whether the input embedding and the LM head share one weight, the config
+    the masks are built from)."""
+    if family == "gpt2":
+        body = model.transformer
+        modules = {"embed": body.wte, "wpe": body.wpe, "drop": body.drop, "norm": body.ln_f}
+        blocks = body.h
+    elif family == "llama":
+        body = model.model
+        modules = {"embed": body.embed_tokens, "norm": body.norm, "rotary": body.rotary_emb}
+        blocks = body.layers
+    else:  # dsx.pipeline.check_model refuses other families before anything is launched
+        raise ValueError(f"no pipeline layout for the {family} family")
+    modules.update({f"block{i}": block for i, block in enumerate(blocks)})
+    tied = model.lm_head.weight is modules["embed"].weight
+    if not tied:
+        modules["lm_head"] = model.lm_head
+    return modules, tied, body.config

@@ -32,7 +32,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from dsx.pipeline import BLOCK_LAYER, EMBEDDING_LAYER, GPT2_POSITIONS_LAYER, HEAD_LAYER, NORM_LAYER, TIED_KEY
+from dsx.pipeline import (BLOCK_LAYER, EMBEDDING_LAYER, GPT2_POSITIONS_LAYER, HEAD_LAYER, NORM_LAYER, TIED_KEY,
+                          hf_pieces)
 from dsx.rank.model import attention
 from dsx.rank.protocol import PipelineRankInfo, RankPlan, RankReport
 
@@ -175,26 +176,6 @@ class CausalLMLoss:
 
 _CLASSES = {EMBEDDING_LAYER: TokenEmbeddingPipe, GPT2_POSITIONS_LAYER: GPT2PositionsPipe, NORM_LAYER: FinalNormPipe,
             HEAD_LAYER: LMHeadPipe, BLOCK_LAYER["gpt2"]: GPT2BlockPipe, BLOCK_LAYER["llama"]: LlamaDecoderLayerPipe}
-
-
-def hf_pieces(model: nn.Module, family: str) -> tuple[dict[str, nn.Module], bool, Any]:
-    """(the HF model's modules by role, whether the input embedding and the LM head share one weight, the config
-    the masks are built from)."""
-    if family == "gpt2":
-        body = model.transformer
-        modules = {"embed": body.wte, "wpe": body.wpe, "drop": body.drop, "norm": body.ln_f}
-        blocks = body.h
-    elif family == "llama":
-        body = model.model
-        modules = {"embed": body.embed_tokens, "norm": body.norm, "rotary": body.rotary_emb}
-        blocks = body.layers
-    else:  # dsx.pipeline.check_model refuses other families before anything is launched
-        raise ValueError(f"no pipeline layout for the {family} family")
-    modules.update({f"block{i}": block for i, block in enumerate(blocks)})
-    tied = model.lm_head.weight is modules["embed"].weight
-    if not tied:
-        modules["lm_head"] = model.lm_head
-    return modules, tied, body.config
 
 
 class _Modules(dict):
