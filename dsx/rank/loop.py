@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dsx import leftovers
 
+from dsx.rank.comms import CommCounter
 from dsx.rank.faults import maybe_inject
 from dsx.rank.measure import NvmlSampler, apply_memory_cap, collect_memory, reset_peaks
 from dsx.rank.model import build, flop_check
@@ -81,6 +82,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         engine.compile()
     progress.phase("initialized")
     maybe_inject(injection, rank, None)
+    comm = CommCounter(engine, ds_config)
 
     micro, accum = plan.micro_batch, plan.grad_accum
     generator = torch.Generator().manual_seed(plan.seed)  # batches are drawn on the CPU, the same on every rank
@@ -101,8 +103,10 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         timed_index = i - plan.warmup
         if timed_index == 0:
             progress.phase("warmup_done")
+            comm.begin()
         if timed_index >= 0:
             maybe_inject(injection, rank, timed_index)
+            comm.before_step()
         batches = [{k: v.to(device, non_blocking=True) for k, v in
                     synthetic_batch(resolved, micro, device, generator).items()} for _ in range(accum)]
         losses = []
@@ -119,11 +123,13 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         if timed_index >= 0:
             report.step_time_s.append(elapsed)
             report.loss.append(value)
+            comm.after_step()
         else:
             report.warmup_step_time_s.append(elapsed)
             report.warmup_loss.append(value)
         if nvml is not None:
             nvml.sample()
+    report.comm = comm.log()
     progress.phase("timed_done")
     collect_memory(torch, device, on_cuda, nvml, report)
     if not all(math.isfinite(x) for x in report.loss):

@@ -221,6 +221,22 @@ def nodes_of(prepared: Prepared, ranks: list[RankReport | None]) -> NodesInfo | 
                      master_addr=prepared.launch.master_addr, host_rss_peak=rss)
 
 
+def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Figures):
+    """The row's `comm` (dsx.comm): the ranks' counts, with dsx.comm.predict's figure for this config and model."""
+    from dsx.comm import comm_of, param_facts, predict
+    from dsx.results import CommPredicted
+
+    per_node = max(len(s) for s in prepared.layout.selection.values()) if prepared.layout is not None else None
+    try:
+        predicted = CommPredicted(**predict(prepared.ds_config, param_facts(prepared.resolved), prepared.world_size,
+                                            prepared.grad_accum, per_node).as_dict())
+    except Exception as exc:  # the prediction is informative only; never lose the row over it
+        prepared.notes.append(f"communication prediction unavailable: {exc}")
+        predicted = None
+    times = figures.step_time_s.all if figures.step_time_s else None
+    return comm_of(ranks, prepared.world_size, prepared.params, times, predicted)
+
+
 def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
     """The row of a finished (or failed, or killed) launch, from every rank's last report."""
     request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
@@ -230,6 +246,7 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
     gpu_name = next((r.gpu_name for r in present if r.gpu_name), None) or (
         prepared.gpu_names[0] if prepared.gpu_names else None)
     figures = figures_of(prepared, ranks, status, gpu_name)
+    comm = comm_of_run(prepared, ranks, figures)
     versions = package_versions()
     ran = next((r.versions for r in present if r.versions), None) or {}
     versions.update({k: v for k, v in ran.items() if v})
@@ -252,4 +269,5 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         overhead=overhead_of(prepared, present, completed, jit_built), memory_cap=request.memory_cap,
         trial_key=prepared.trial_key or None, sweep=SweepInfo(**request.sweep) if request.sweep else None,
         nodes=nodes_of(prepared, ranks), command=list(request.command), run_dir=str(prepared.run_dir),
+        comm=comm,
     )

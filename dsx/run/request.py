@@ -65,6 +65,8 @@ class RunRequest(NodeRequest):
     """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
     sweep: dict[str, Any] | None = None
     """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
+    comm_log: bool = True
+    """Count communication with DeepSpeed's comms logger (dsx.comm.logger; --no-comm-log turns it off)."""
 
     @property
     def nodes(self) -> NodeRequest:
