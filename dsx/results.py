@@ -324,11 +324,12 @@ def canonical_json(config: dict) -> str:
 
 
 def trial_key(*, ds_config: dict, model: dict, toggles: dict, device: str, world_size: int, steps: int, warmup: int,
-              memory_cap: int | None, nodes: dict | None = None) -> str:
+              memory_cap: int | None, nodes: dict | None = None, lane: dict | None = None) -> str:
     """What makes two runs the same trial (RunRow.trial_key): the resolved config (the micro-batch is inside it), the
     model and its overrides, the toggles, device, world size, steps and the memory cap, and for a hostfile run the
-    selected nodes and the launcher."""
-    return config_hash({**(nodes or {}), "ds_config": ds_config, **model, "toggles": toggles, "device": device,
+    selected nodes and the launcher, and for a `--python` run the interpreter and its DeepSpeed."""
+    lane_part = {"lane": lane} if lane else {}  # keys of runs without --python stay as they were
+    return config_hash({**(nodes or {}), **lane_part, "ds_config": ds_config, **model, "toggles": toggles, "device": device,
                         "world_size": world_size, "steps": steps, "warmup": warmup, "memory_cap": memory_cap})
 
 

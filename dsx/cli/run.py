@@ -44,7 +44,7 @@ ENTERED = time.time()
 @run_lane_options
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, steps, warmup, tf32, compile_,
             attn, act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
-            comm_log, **config_and_nodes):
+            comm_log, python, **config_and_nodes):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
     One process per GPU through DeepSpeed's launcher (CPU ranks with gloo when there is no GPU). Appends one row
@@ -71,7 +71,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         results=results,
         timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
-        memory_cap=memory_cap, comm_log=comm_log, **{key: config_and_nodes[key] for key in NODE_KEYS},
+        memory_cap=memory_cap, comm_log=comm_log, python=python, **{key: config_and_nodes[key] for key in NODE_KEYS},
     )
     try:
         prepared = prepare(request, check_nodes=not dry_run, write=not dry_run)

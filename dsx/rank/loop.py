@@ -4,6 +4,9 @@ timed optimizer steps on synthetic batches.
 A step is grad_accum micro-batches of forward + engine.backward + engine.step. The clock (time.perf_counter) is
 read after a device synchronisation (torch.cuda.synchronize) on both sides of each step; batches are made before
 the clock starts. Every rank draws the same batches (one seed), so the loss of a step must be equal on every rank.
+engine.step() runs under torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step
+all-gathers into views of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a
+view and is being modified inplace"; a `--python` lane on CPU ranks).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import time
 from pathlib import Path
 
@@ -33,7 +37,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
 
     report = progress.report
     report.versions = {"torch": torch.__version__, "deepspeed": deepspeed.__version__,
-                       "transformers": transformers.__version__}
+                       "transformers": transformers.__version__, "python": platform.python_version()}
     progress.phase("imported")
     injection = parse_injection(plan.inject_failure)
     on_cuda = plan.device == "cuda"
@@ -115,7 +119,8 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         for batch in batches:
             loss = engine(**batch).loss
             engine.backward(loss)
-            engine.step()
+            with torch.no_grad():  # see the module's docstring
+                engine.step()
             losses.append(loss.detach())
         sync()
         elapsed = time.perf_counter() - start

@@ -247,13 +247,13 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         prepared.gpu_names[0] if prepared.gpu_names else None)
     figures = figures_of(prepared, ranks, status, gpu_name)
     comm = comm_of_run(prepared, ranks, figures)
-    versions = package_versions()
+    versions = {"python": platform.python_version(), **package_versions()}
     ran = next((r.versions for r in present if r.versions), None) or {}
-    versions.update({k: v for k, v in ran.items() if v})
+    versions.update({k: v for k, v in ran.items() if v})  # the ranks' own (a --python lane's)
     return RunRow(
         run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(), device=prepared.device,
         gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
-        versions=Versions(python=platform.python_version(), **versions),
+        versions=Versions(**versions),
         ds_config=prepared.ds_config, ds_config_hash=config_hash(prepared.ds_config),
         ds_config_source=prepared.ds_config_source,
         model=ModelInfo(preset=resolved.name, family=resolved.family, task=resolved.task,
@@ -269,5 +269,5 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         overhead=overhead_of(prepared, present, completed, jit_built), memory_cap=request.memory_cap,
         trial_key=prepared.trial_key or None, sweep=SweepInfo(**request.sweep) if request.sweep else None,
         nodes=nodes_of(prepared, ranks), command=list(request.command), run_dir=str(prepared.run_dir),
-        comm=comm,
+        comm=comm, python=prepared.lane.python if prepared.lane else None,
     )

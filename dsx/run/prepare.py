@@ -51,6 +51,8 @@ class Prepared:
     rank_plan: RankPlan | None = None
     rank_config: dict | None = None
     """The config written for the ranks: ds_config plus DeepSpeed's comms logger (dsx.comm.logger)."""
+    lane: Any = None
+    """dsx.lane.Lane of a `--python` run."""
 
 
 def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
@@ -94,7 +96,8 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         launch = build_launch(plan_json=str(plan_path), world_size=world, device=device,
                               master_port=request.master_port or free_port(), base_env=env, cwd=cwd,
                               gpu_capabilities=capabilities, cpu_count=cpu_count(),
-                              master_addr=master_addr(request.nodes, placement), nodes=nodes)
+                              master_addr=master_addr(request.nodes, placement), nodes=nodes,
+                              **lane_launch(trial.lane, env))
     except LaunchError as exc:
         raise RunRefused(str(exc)) from None
     if write:
@@ -114,8 +117,17 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
         precision=precision_of(config), gpu_names=gpu_names[:world], notes=notes + launch.notes,
         entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout, rank_plan=plan,
-        rank_config=ranks_config,
+        rank_config=ranks_config, lane=trial.lane,
     )
+
+
+def lane_launch(lane, env: dict[str, str]) -> dict:
+    """build_launch's arguments for a `--python` lane (dsx.lane): the ranks' interpreter and its op folder."""
+    if lane is None:
+        return {}
+    from dsx.op_cache import lane_dir
+
+    return {"rank_python": lane.python, "extensions_dir": str(lane_dir(env, lane))}
 
 
 def describe_dry_run(prepared: Prepared) -> str:
