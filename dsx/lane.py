@@ -108,7 +108,8 @@ def _run_probe(python: str, env: Mapping[str, str], timeout_s: float) -> dict:
     except json.JSONDecodeError:
         facts = None
     if not isinstance(facts, dict):
-        said = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1][:200]
+        said = (out.stderr.strip().splitlines() or
+                ["it printed no answer" if out.returncode == 0 else f"exit status {out.returncode}"])[-1][:200]
         raise LaneError(f"{flag} {python}: not a Python interpreter dsx can use ({said})")
     return facts
 

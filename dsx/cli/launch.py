@@ -9,6 +9,7 @@ import tempfile
 
 import click
 
+from dsx.cli.lane_options import python_option
 from dsx.cli.options import node_options
 
 
@@ -27,8 +28,9 @@ from dsx.cli.options import node_options
               help="Do not append --local_rank=N to the command's arguments (DeepSpeed's runner does by default); "
                    "each rank still finds LOCAL_RANK in its environment.")
 @click.option("--dry-run", is_flag=True, help="Print the checked launch (commands, environment, layout); run nothing.")
+@python_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, command, **nodes):
+def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, python, command, **nodes):
     """Launch COMMAND (after --) on every rank, under a DeepSpeed config dsx has checked.
 
     COMMAND is `python SCRIPT.py ARGS`, `python -m MODULE ARGS` or a program. The config is linted for the world
@@ -54,7 +56,9 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, co
     from dsx.lint.engine import lint
     from dsx.lint.load import UnreadableConfig, read_config
     from dsx.run.nodes import NodeRequest, gpu_capabilities, launch_nodes, master_addr, place
+    from dsx.run.prepare import lane_launch
     from dsx.run.refused import RunRefused
+    from dsx.run.request import resolve_lane
     from dsx.versions import VersionError, resolve_target
 
     command = list(command)
@@ -67,9 +71,10 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, co
             device, visible = detect_device()
             placement = place(node_request, gpus, device, visible)
             world = placement.world_size
+            lane = resolve_lane(python)
             try:
                 loaded = read_config(config_path)
-                target = resolve_target(None)
+                target = resolve_target(lane.deepspeed if lane else None)
             except (UnreadableConfig, VersionError) as exc:
                 raise RunRefused(str(exc)) from None
             findings = lint(loaded.data, target=target, world_size=world, duplicate_keys=loaded.duplicate_keys)
@@ -93,7 +98,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, dry_run, co
                                     master_port=node_request.master_port or free_port(), base_env=env,
                                     cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
                                     master_addr=master_addr(node_request, placement), nodes=node_spec,
-                                    user_command=command, local_rank_arg=not no_local_rank)
+                                    user_command=command, local_rank_arg=not no_local_rank,
+                                    **lane_launch(lane, env))
             except LaunchError as exc:
                 raise RunRefused(str(exc)) from None
         except RunRefused as exc:

@@ -109,6 +109,8 @@ class SweepSpec:
     nodes: dict[str, Any] = field(default_factory=dict)
     """dsx run's multi-node options for every trial (hostfile, launcher, include, exclude, num_nodes, master_addr,
     master_port, ssh_port), those given only."""
+    python: str | None = None
+    """The ranks' interpreter of every trial (`--python`, dsx.lane)."""
 
     def sweep_id(self) -> str:
         """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
@@ -117,7 +119,8 @@ class SweepSpec:
                 "warmup", "overrides", "seq_len", "vocab_pad", "nvme_path", "optimizer", "lr", "ds_sets", "attn",
                 "tf32", "memory_cap")
         nodes = {"nodes": self.nodes} if self.nodes else {}  # ids of single-node sweeps stay as they were
-        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes})[:16]
+        lane = {"python": self.python} if self.python else {}  # so do those of sweeps without --python
+        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **lane})[:16]
 
     def vary_points(self) -> list[tuple[tuple[str, Any], ...]]:
         if not self.vary:

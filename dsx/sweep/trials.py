@@ -44,7 +44,7 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
         ds_sets=tuple(spec.ds_sets), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
         compile=configuration.compile, attn=spec.attn, act_ckpt=configuration.act_ckpt, results=spec.results,
-        timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap,
+        timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap, python=spec.python,
         sweep={"sweep_id": spec.sweep_id(), "configuration": configuration.as_dict(), "label": configuration.label,
                "search": search},
         **spec.nodes,
@@ -83,5 +83,7 @@ def run_command(request) -> list[str]:
             value = getattr(request, key)
             if value is not None and not (key == "launcher" and value == "pdsh"):
                 argv += ["--" + key.replace("_", "-"), str(value)]
+    if request.python:
+        argv += ["--python", request.python]
     argv += ["--results", request.results]
     return argv
