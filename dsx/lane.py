@@ -19,9 +19,11 @@ import hashlib
 import json
 import os
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from dsx.cache import read_json, write_json
 
 PROBE = r"""
 import importlib.util, json, os, sys
@@ -82,8 +84,9 @@ class Lane:
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
-    root = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
-    return root / "dsx" / "lanes"
+    from dsx.cache import dsx_cache
+
+    return dsx_cache(env) / "lanes"
 
 
 def _mtime(path: str) -> float | None:
@@ -126,24 +129,18 @@ def probe(python: str, env: Mapping[str, str], timeout_s: float = 60.0) -> Lane:
     key = hashlib.sha256(f"{path}\0{pythonpath}".encode()).hexdigest()[:24]
     cached = cache_dir(env) / f"{key}.json"
     facts = None
+    entry = read_json(cached)
     try:
-        entry = json.loads(cached.read_text())
-        stamps = entry["stamps"]
+        stamps = dict(entry["stamps"])
         if stamps.pop(path, None) == _mtime(path) and all(_mtime(p) == m for p, m in stamps.items()):
             facts = entry["facts"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         facts = None
     if facts is None:
         facts = _run_probe(path, env, timeout_s)
         stamps = {p: _mtime(p) for p in facts.get("sys_path", [])}
         stamps[path] = _mtime(path)
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"python": path, "pythonpath": pythonpath, "stamps": stamps, "facts": facts}))
-            os.replace(tmp, cached)
-        except OSError:
-            pass  # an unwritable cache only costs the next probe
+        write_json(cached, {"python": path, "pythonpath": pythonpath, "stamps": stamps, "facts": facts})
     if not facts.get("deepspeed") or not facts.get("deepspeed_path"):
         raise LaneError(f"--python {python}: has no DeepSpeed (install it there, e.g. {python} -m pip install "
                         "deepspeed==0.18.9)")
@@ -172,5 +169,3 @@ def problems(lane: Lane, dsx_root: Path, dsx_version: str | None) -> list[str]:
     return problems
 
 
-def as_dict(lane: Lane) -> dict:
-    return asdict(lane)

@@ -112,6 +112,9 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
         sweeps = rp.sweeps_table(rows)
         if sweeps is not None:
             tables.append(sweeps)
+        comm = rp.comm_table(shown)
+        if comm is not None:
+            tables.append(comm)
 
     if fmt == "markdown":
         click.echo(rp.read_from_line(loaded))

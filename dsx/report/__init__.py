@@ -10,6 +10,7 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     render       a Table as rich or markdown, and report.md
     best         the fastest ok row, its config linted, and the command that reproduces it (--best)
     vs_estimate  dsx estimate's prediction next to the measured rows (--vs-estimate; imports dsx.estimate lazily)
+    comm         bytes per step and per parameter of the rows that counted their communication
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
 """
@@ -28,6 +29,7 @@ from dsx.report.tables import (
     sweeps_table,
 )
 from dsx.report.vs_estimate import deepspeed_estimator_gpu_bytes, vs_estimate_table
+from dsx.report.comm import comm_table
 from dsx.units import GIB, MIB, fmt_gib, fmt_mib, fmt_num, fmt_params, fmt_pct, fmt_ratio, fmt_tflops
 
 __all__ = [
@@ -39,5 +41,5 @@ __all__ = [
     "select", "find_baseline", "parse_group_by", "group_name", "Table", "search_key", "Boundary", "boundaries",
     "RUN_COLUMNS", "runs_table", "memory_legend", "describe", "best_ok", "configurations_table", "sweeps_table",
     "effects_table", "plot_rows", "to_markdown", "RICH_DROP_ORDER", "HEADER_WIDTH", "to_rich", "Best", "pick_best",
-    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes",
+    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "comm_table",
 ]

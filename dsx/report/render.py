@@ -27,7 +27,7 @@ def to_markdown(table: Table) -> str:
 
 
 RICH_DROP_ORDER = ("error", "embed", "ffn", "vocab", "hidden", "layers", "seq", "precision", "batch/s", "TFLOP/s",
-                   "ckpt", "its memory GiB", "device-seconds", "mem/ex MiB")
+                   "ckpt", "its memory GiB", "device-seconds", "mem/ex MiB", "calls/step", "DeepSpeed", "max rank")
 """Columns the terminal table gives up first when it is narrower than the table (markdown keeps them all)."""
 
 
