@@ -48,8 +48,7 @@ print(json.dumps({
 }))
 """
 
-VENV_HINT = ("python3 -m venv .venv18 && .venv18/bin/pip install torch==2.13.0 deepspeed==0.18.9 transformers "
-             "pydantic hjson psutil")
+VENV_HINT = "python3 -m venv .venv18 && .venv18/bin/pip install torch==2.13.0 deepspeed==0.18.9 transformers"
 """How to make a DeepSpeed 0.18.9 venv next to dsx's own (the README says more)."""
 
 
