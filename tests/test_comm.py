@@ -255,3 +255,12 @@ def test_the_report_has_a_communication_table_only_for_rows_that_counted():
     assert table.rows == [["2 x CPU", "gpt2-tiny", "z2 bf16", "0.18.9", "3.0 KiB", "3.0 KiB", "6.00", "3.0 KiB",
                            "1.000", "2.0 KiB", "AG×1 AR×3", "-", "-"]]
     assert comm_table([{**row, "comm": None}]) is None
+
+
+def test_on_one_rank_only_the_gradient_reduction_is_left(tiny):
+    n = tiny.total
+    for stage, gradients in ((1, 2 * n * 2), (2, 2 * n * 2), (3, n * 2)):
+        p = predict(zero(stage), tiny, world_size=1)
+        assert p.bytes_per_step == gradients, stage
+        assert p.notes == ["one rank: DeepSpeed still reduces the gradients, on a group of one, and skips its "
+                           "all-gathers"]

@@ -23,6 +23,7 @@ tests/test_comm_cpu.py) sends:
               whose next use lies more than stage3_max_reuse_distance (1e9) parameter elements ahead in the
               module trace; a tied weight (GPT-2's lm_head) is gathered at each use when it is not kept
               + the all-gather of the persistent parameters after each optimizer step   N_persist·p
+    one rank  the gradients are still all-reduced (reduce-scattered) on a group of one; every all-gather is skipped
     1-bit     Adam / 0-1 Adam / LAMB (ZeRO-0): warm-up like ZeRO-0; compressed steps send the signs (1 bit per
               element) through an all-to-all and an all-gather: about N/4 bytes, plus a scale per chunk
     ZeRO++    qwZ: the parameter all-gathers in int8 (1 byte, scales ignored); qgZ: the 2-D gradients through two
@@ -43,9 +44,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsx.config_facts import precision_of, zero_stage
+from dsx.lint.rules import ONEBIT
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-ONEBIT = ("onebitadam", "zerooneadam", "onebitlamb")
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,9 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
     accum = max(1, int(grad_accum))
     notes: list[str] = []
     parts: dict[str, float] = {}
-    if world_size <= 1:
-        notes.append("one rank: DeepSpeed still calls its collectives, on a group of one")
+    gathers = world_size > 1  # one rank: DeepSpeed skips its all-gathers (stage_1_and_2, partition_parameters)
+    if not gathers:
+        notes.append("one rank: DeepSpeed still reduces the gradients, on a group of one, and skips its all-gathers")
     kind = str((config.get("optimizer") or {}).get("type", "")).lower()
     compressed = None
     if stage in (0, 1, 2):
@@ -140,7 +142,7 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
         reductions = accum if stage == 2 else 1
         parts["gradients"] = per_reduction * reductions
         if stage:
-            parts["parameters (all-gather after the step)"] = float(n * p)
+            parts["parameters (all-gather after the step)"] = float(n * p) if gathers else 0.0
         if kind in ONEBIT:
             compressed = n / 4.0
             notes.append("1-bit: compressed steps send about N/4 bytes (signs through an all-to-all and an all-gather)"
@@ -166,8 +168,8 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
         if _truthy(zero.get("zero_quantized_weights")):
             w = 1
             notes.append("qwZ: parameter all-gathers in int8 (scales not counted)")
-        parts["parameters (forward and backward gathers)"] = (part_n + regather) * w * accum
-        parts["parameters (persistent, after the step)"] = float(persisted * p)
+        parts["parameters (forward and backward gathers)"] = (part_n + regather) * w * accum if gathers else 0.0
+        parts["parameters (persistent, after the step)"] = float(persisted * p) if gathers else 0.0
         if _truthy(zero.get("zero_quantized_gradients")):
             local = max(1, min(world_size, ranks_per_node or world_size))
             two_d = sum(x for x, d in zip(facts.numels, facts.ndims) if d >= 2)

@@ -23,9 +23,8 @@ keeps the walk to one step's calls; `dsx run --no-comm-log` times a run without 
 
 from __future__ import annotations
 
+from dsx.lint.rules import ONEBIT
 from dsx.rank.protocol import CollectiveCount, CommLog
-
-ONEBIT_TYPES = ("onebitadam", "zerooneadam", "onebitlamb")
 
 
 def totals(comms_dict: dict) -> dict[str, tuple[int, int]]:
@@ -54,7 +53,7 @@ class CommCounter:
         self.timers = ds_comm.timers
         self.engine = engine
         kind = str((ds_config.get("optimizer") or {}).get("type", "")).lower()
-        self.onebit = kind in ONEBIT_TYPES
+        self.onebit = kind in ONEBIT
         self.result = CommLog(compressed=[] if self.onebit else None)
         if not self.logger.enabled:
             self.result.note = "DeepSpeed's comms logger was off (dsx run --no-comm-log)"
