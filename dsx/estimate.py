@@ -65,6 +65,9 @@ class Setup:
     gpu: GpuKind = GPUS["h100-80gb"]
     memory_limit: int | None = None
     """--memory-cap: what one rank may use instead of the GPU's memory."""
+    pipeline_stages: int | None = None
+    """--pipeline-stages: world_size = stages x data-parallel replicas; the estimate is the largest stage's."""
+    pipeline_partition: str = "parameters"
 
 
 @dataclass
@@ -98,6 +101,9 @@ class Estimate:
     tokens_per_s: float
     max_micro_batch: int | None = None
     notes: list[str] = field(default_factory=list)
+    pipeline: dict[str, Any] | None = None
+    """--pipeline-stages: stages, data_parallel, micro_batches, bubble_fraction, largest_stage and per_stage
+    (layers, params, peak_allocated); the memory figures above are the largest stage's."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +214,8 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
 
 
 def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str, int]]:
+    if setup.pipeline_stages:
+        return max(_pipeline_stages(setup, micro_batch), key=lambda s: s[0])[:3]
     config = setup.ds_config
     stage, offload, offload_params, bucket = _zero(config)
     precision = precision_of(config)
@@ -294,6 +302,8 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     gpu = setup.gpu
     n = _params(setup)
     flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt)
+    if setup.pipeline_stages:
+        return _pipeline_step_time(setup, micro_batch)
     seconds = gpu.fixed_s_per_param * n / setup.world_size
     seconds += flops / (_peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction)
     if offload != "none":
@@ -309,6 +319,9 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     precision = precision_of(config)
     n = _params(setup)
     allocated, moment, breakdown = _peak_allocated(setup, setup.micro_batch)
+    pipeline = _pipeline_summary(setup) if setup.pipeline_stages else None
+    n_rank = max(s["params"] for s in pipeline["per_stage"]) if pipeline else n  # a rank's share of the model
+    world = _data_parallel(setup)
     reserved = int(allocated * setup.gpu.fragmentation)
     used = reserved + setup.gpu.context_bytes
     needed = allocated + _beside_allocated(setup.gpu)
@@ -318,28 +331,118 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     nvme = 0
     states = (0 if (stage == 0 and precision == "fp32") else 4) + optimizer_state_bytes(config)
     if offload == "cpu":
-        host += int(per_param[stage] * n) // setup.world_size
+        host += int(per_param[stage] * n_rank) // world
     elif offload == "nvme":
-        nvme += states * n // setup.world_size
-        host += int((per_param[stage] - states) * n) // setup.world_size
+        nvme += states * n_rank // world
+        host += int((per_param[stage] - states) * n_rank) // world
     p = 4 if precision == "fp32" else 2
     if offload_params == "cpu":
-        host += p * n // setup.world_size
+        host += p * n_rank // world
     elif offload_params == "nvme":
-        nvme += p * n // setup.world_size
+        nvme += p * n_rank // world
     seconds = step_time(setup, setup.micro_batch)
-    tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * setup.world_size
+    tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world
     notes = []
     if setup.world_size > 1:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    if pipeline:
+        notes.append(f"pipeline: the largest stage's memory (stage {pipeline['largest_stage']}); speed = (micro-batches"
+                     " + stages - 1) x the slowest stage's micro-batch time: the 1F1B bubble, no transfer time")
     return Estimate(
         gpu=setup.gpu.key, params=n, world_size=setup.world_size, micro_batch=setup.micro_batch,
         precision=precision, zero=stage, offload=offload, offload_params=offload_params, breakdown=breakdown,
         peak_moment=moment, peak_allocated=allocated, peak_reserved=reserved, gpu_used=used, capacity=capacity,
         needed=needed, fits=needed <= capacity, margin=(capacity - needed) / capacity, host_per_rank=host, nvme_bytes=nvme,
         step_time_s=seconds, tokens_per_s=tokens / seconds,
-        max_micro_batch=max_micro_batch(setup) if search_max else None, notes=notes,
+        max_micro_batch=max_micro_batch(setup) if search_max else None, notes=notes, pipeline=pipeline,
     )
+
+
+# ------------------------------------------------------------------------------------------------ pipeline stages
+#
+# A stage s of p holds its layers' parameters (DeepSpeed's partition, dsx.pipeline.stage_layouts; a tied embedding on
+# the first and the last stage) with the ZeRO layout above over the data-parallel replicas, and the activations of
+# the micro-batches in flight in the 1F1B schedule (p - s, at most the step's m): its share of the layers'
+# activations (its decoder layers / all), the embedding/head/loss part on the last stage. Send/receive buffers (one
+# hidden state per micro-batch) are left out. Speed: the slowest stage sets the pace, (m + p - 1) of its
+# micro-batch times per step (the bubble), its share of the model's FLOPs being its decoder layers' (+ the LM head
+# on the last stage); the fixed per-parameter time is the largest stage's. Transfers between stages are not counted.
+
+
+def _data_parallel(setup: Setup) -> int:
+    return setup.world_size // (setup.pipeline_stages or 1)
+
+
+def _layouts(setup: Setup) -> list:
+    from dsx.pipeline import stage_layouts
+
+    return stage_layouts(setup.resolved, setup.pipeline_stages, setup.pipeline_partition)
+
+
+def _pipeline_stages(setup: Setup, micro_batch: int) -> list[tuple[int, str, dict[str, int], Any]]:
+    """(peak allocated, moment, breakdown, layout) of every stage."""
+    from dsx.pipeline import in_flight
+
+    config = setup.ds_config
+    stage, offload, offload_params, bucket = _zero(config)
+    precision = precision_of(config)
+    acts = activation_bytes(setup, precision, micro_batch)
+    out = []
+    for layout in _layouts(setup):
+        states = model_states(params=layout.params, world=_data_parallel(setup), stage=stage, precision=precision,
+                              optimizer_bytes=optimizer_state_bytes(config), offload=offload,
+                              offload_params=offload_params, bucket=bucket, grad_accum=setup.grad_accum)
+        held = in_flight(layout.stage, setup.pipeline_stages, setup.grad_accum)
+        share = layout.blocks / setup.resolved.num_layers
+        forward = dict(states["forward"])
+        for part, size in acts.items():
+            if part in ("layer activations", "checkpointed layer inputs"):
+                forward[part] = int(size * share) * held
+            elif part == "embeddings, head, loss" and layout.last:
+                forward[part] = size * held
+            elif (part == "loss gradients" and layout.last) or (part == "recomputed layer" and layout.blocks):
+                forward[part] = size
+        step = states["step"]
+        if sum(forward.values()) >= sum(step.values()):
+            out.append((sum(forward.values()), "forward/backward", forward, layout))
+        else:
+            out.append((sum(step.values()), "optimizer step", step, layout))
+    return out
+
+
+def _stage_flop_shares(setup: Setup) -> list[float]:
+    """Each stage's share of a micro-batch's model FLOPs: its decoder layers (+ the LM head on the last stage)."""
+    from dsx.flops import model_flops_per_token
+
+    total = model_flops_per_token(setup.resolved)
+    head = 6.0 * setup.resolved.vocab_size * setup.resolved.embedding_size
+    per_layer = (total - head) / setup.resolved.num_layers
+    return [(layout.blocks * per_layer + (head if layout.last else 0.0)) / total for layout in _layouts(setup)]
+
+
+def _pipeline_step_time(setup: Setup, micro_batch: int) -> float:
+    stage, offload, _, _ = _zero(setup.ds_config)
+    gpu, m, p = setup.gpu, setup.grad_accum, setup.pipeline_stages
+    largest = max(layout.params for layout in _layouts(setup))
+    one_micro = compute_flops(setup.resolved, micro_batch, 1, setup.act_ckpt) / (
+        _peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction)
+    seconds = (m + p - 1) * max(_stage_flop_shares(setup)) * one_micro
+    seconds += gpu.fixed_s_per_param * largest / _data_parallel(setup)
+    if offload != "none":
+        seconds += gpu.cpu_step_s_per_param[stage] * largest / _data_parallel(setup)
+    return seconds
+
+
+def _pipeline_summary(setup: Setup) -> dict[str, Any]:
+    from dsx.pipeline import bubble_fraction
+
+    stages = _pipeline_stages(setup, setup.micro_batch)
+    largest = max(stages, key=lambda s: s[0])[3].stage
+    return {"stages": setup.pipeline_stages, "data_parallel": _data_parallel(setup), "micro_batches": setup.grad_accum,
+            "partition": setup.pipeline_partition,
+            "bubble_fraction": bubble_fraction(setup.pipeline_stages, setup.grad_accum), "largest_stage": largest,
+            "per_stage": [{"stage": layout.stage, "layers": list(layout.layers), "params": layout.params,
+                           "peak_allocated": peak} for peak, _, _, layout in stages]}
 
 
 def gpu_kind_of(gpu_name: str | None) -> GpuKind | None:
@@ -364,7 +467,9 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
     except ModelError as exc:
         raise EstimateError(str(exc)) from None
     toggles = row.get("toggles") or {}
+    pipeline = row.get("pipeline") or {}
     return Setup(resolved=resolved, ds_config=row["ds_config"], world_size=row["world_size"],
                  micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
-                 memory_limit=row.get("memory_cap"))
+                 memory_limit=row.get("memory_cap"), pipeline_stages=pipeline.get("stages"),
+                 pipeline_partition=pipeline.get("partition") or "parameters")

@@ -117,10 +117,13 @@ def attention_flops_per_token(resolved: ResolvedModel) -> float:
     return 12.0 * attention_layers(resolved) * resolved.num_heads * resolved.head_dim * resolved.seq_len
 
 
-def model_flops_per_token(resolved: ResolvedModel) -> float:
+def model_flops_per_token(resolved: ResolvedModel, attended_fraction: float = 1.0) -> float:
     """Training (forward + backward) FLOPs per token: 6·N + 12·L·H·Q·T, N as in the module docstring.
-    Multiply by tokens per step (micro_batch x seq_len x grad_accum x data-parallel ranks) for a step."""
-    return 6.0 * param_stats(resolved).flop_params + attention_flops_per_token(resolved)
+    Multiply by tokens per step (micro_batch x seq_len x grad_accum x data-parallel ranks) for a step.
+    `attended_fraction`: block-sparse attention computes that share of a dense attention's token pairs (dsx.sparse:
+    the row's sparse_attention.attended_fraction), so the attention term is scaled by it: an MFU from the dense
+    count would credit a sparse run with work it skipped (gpt2-medium at 64k tokens: 165% "MFU")."""
+    return 6.0 * param_stats(resolved).flop_params + attended_fraction * attention_flops_per_token(resolved)
 
 
 def flop_counter_flops_per_step(model: Any, batch: dict) -> float:

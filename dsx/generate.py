@@ -110,8 +110,8 @@ def _check(request: ConfigRequest, target: Version) -> None:
                 f"{feature} were removed in DeepSpeed 0.19 (target {target}): pass --target-deepspeed 0.18.9"
                 + ("; for communication compression on 0.19 use ZeRO++ (--set zero_optimization."
                    "zero_quantized_gradients=true with --zero 3)" if request.onebit else
-                   "; DeepSpeed's sparse attention never ran on torch >= 2, dense flash/SDPA attention is the "
-                   "working alternative")
+                   "; or train with it on 0.19: dsx run --sparse-attention MODE applies the layout itself "
+                   "(FlexAttention), without the block in DeepSpeed's config")
             )
     if request.onebit and request.zero != 0:
         raise ConfigRequestError("1-bit optimizers do not work with ZeRO: use --zero 0")

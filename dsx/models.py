@@ -153,8 +153,9 @@ MODELS: dict[str, ModelPreset] = {p.name: p for p in (
        _TINY + " (Llama layout: GQA 4 heads / 2 KV heads like 3.2, untied LM head like Llama-2)"),
 )}
 
-# `--attn` names -> transformers attn_implementation.
-ATTN_IMPLEMENTATIONS = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
+# `--attn` names -> transformers attn_implementation; "dsx_sparse" is dsx.sparse's (a rank with a sparse_attention
+# plan builds with it; not an --attn choice).
+ATTN_IMPLEMENTATIONS = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2", "dsx_sparse": "dsx_sparse"}
 
 MASK_FRACTION = 0.15
 """Share of positions masked per sequence in masked-LM batches (BERT's 15%)."""
@@ -365,13 +366,16 @@ def attn_available(attn: str, family: str | None = None) -> tuple[bool, str]:
     On CUDA, "sdpa" with bf16/fp16 already lets PyTorch pick its own FlashAttention kernel.
     """
     if attn not in ATTN_IMPLEMENTATIONS:
-        return False, f"unknown attention '{attn}': choose one of {', '.join(ATTN_IMPLEMENTATIONS)}"
+        choices = ", ".join(name for name in ATTN_IMPLEMENTATIONS if name != "dsx_sparse")
+        return False, f"unknown attention '{attn}': choose one of {choices}"
     if family is not None and family not in FAMILIES:
         return False, f"unknown model family '{family}'"
     if attn == "eager":
         return True, "eager: the model's own matmul + softmax attention"
     if attn == "sdpa":
         return True, "sdpa: torch.nn.functional.scaled_dot_product_attention (PyTorch picks flash/efficient/math)"
+    if attn == "dsx_sparse":
+        return True, "dsx_sparse: block-sparse attention (dsx.sparse.attention: FlexAttention on CUDA, masked SDPA on CPU)"
     import importlib.util
 
     import torch

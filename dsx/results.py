@@ -77,12 +77,14 @@ class Figures(_Row):
 
     step_time_s: StepTime | None = None
     tokens_per_s: float | None = None
-    """Global: micro_batch x grad_accum x world_size x seq_len / median step time."""
+    """Global: micro_batch x grad_accum x data-parallel replicas (world_size; a pipeline: world_size / stages) x
+    seq_len / median step time."""
     samples_per_s: float | None = None
     model_tflops_per_s: float | None = None
     """Per GPU (rank): flops_per_token x tokens_per_s / world_size / 1e12."""
     flops_per_token: float | None = None
-    """Analytic training FLOPs per token (dsx.flops.model_flops_per_token; its docstring states the formula)."""
+    """Analytic training FLOPs per token (dsx.flops.model_flops_per_token; its docstring states the formula); with
+    sparse attention the attention term counts only the attended token pairs (sparse_attention.attended_fraction)."""
     flops_dtype: str | None = None
     """The dtype whose peak MFU is measured against (bf16, fp16, tf32, fp32)."""
     peak_tflops: float | None = None
@@ -263,6 +265,79 @@ class Comm(_Row):
     """1-bit optimizers: 'warmup' (uncompressed) and 'compressed' timed steps, each with its bytes and step time."""
     method: str = ""
     notes: list[str] = Field(default_factory=list)
+class SparseAttentionInfo(_Row):
+    """Block-sparse attention of the run (dsx.sparse): asked for with --sparse-attention or a config's
+    sparse_attention block, applied by dsx (DeepSpeed 0.19 has no sparse attention; 0.18 only parsed the block)."""
+
+    requested: str
+    """The --sparse-attention word (a mode, auto, auto:MODE), or 'config' when the config's block asked."""
+    mode: str
+    """The layout's mode (dense, fixed, variable, bigbird, bslongformer, local)."""
+    applied: bool
+    """False when `auto` ran dense attention (then kernel is null)."""
+    params: dict[str, Any]
+    """The layout block, every key (defaults written out)."""
+    block: int
+    seed: int
+    """Seed of the random blocks (random.Random, the same on every rank)."""
+    causal: bool
+    """Causal inside the allowed blocks (a causal model, or a unidirectional layout)."""
+    layout_density: float
+    """Share of the layout's blocks that are 1 (DeepSpeed's layout, over all heads)."""
+    attended_fraction: float
+    """Token pairs attended / a dense attention's of the same causality."""
+    tile_fraction: float
+    """128 x 128 tiles FlexAttention computes / a dense kernel's of the same causality."""
+    kernel: str | None = None
+    """flex_attention (CUDA, compiled, BlockMask) | sdpa_mask (CPU: boolean mask through SDPA) | null (dense)."""
+    applied_by: str = "dsx"
+    handed_to_deepspeed: bool = False
+    """Whether the block stayed in the DeepSpeed config (0.18 targets parse it and never apply it; 0.19 rejects it,
+    so dsx removes it)."""
+    predicted_attention_speedup: float | None = None
+    """dsx.sparse.predict: dense SDPA time / FlexAttention time of one attention call (CUDA only)."""
+    decision: str | None = None
+    """Sparse or dense, and why, in one line."""
+
+
+class PipelineStage(_Row):
+    """One pipeline stage of a run: its layers, parameters and memory (the max over its data-parallel ranks)."""
+
+    stage: int
+    ranks: list[int]
+    layers: list[str]
+    """Layer classes in order (dsx.pipeline: TokenEmbeddingPipe, GPT2BlockPipe..., 'tied head')."""
+    layer_range: list[int]
+    """[first, last + 1) in the PipelineModule's layer list."""
+    params: int | None = None
+    """Parameters one of its ranks holds (a tied embedding counts on the first and the last stage)."""
+    memory: MemoryMax = Field(default_factory=MemoryMax)
+    """Bytes: each figure's max over the stage's ranks (per-rank figures: RunRow.memory.per_rank)."""
+
+
+class PipelineInfo(_Row):
+    """A run with --pipeline-stages: the model as a deepspeed.pipe.PipelineModule (dsx.pipeline)."""
+
+    stages: int
+    data_parallel: int
+    """Replicas of the whole pipeline: world_size / stages."""
+    micro_batches: int
+    """Pipeline micro-batches per optimizer step (= grad_accum)."""
+    partition: str
+    """DeepSpeed's partition_method: parameters | uniform | type:REGEX."""
+    activation_checkpoint_interval: int = 0
+    bubble_fraction: float
+    """The 1F1B schedule's ideal idle share of a step: (stages - 1) / (micro_batches + stages - 1)."""
+    per_stage: list[PipelineStage] = Field(default_factory=list)
+    largest_stage: int | None = None
+    """The stage with the most peak memory (by largest_by)."""
+    largest_by: str | None = None
+    """The figure largest_stage is judged by: peak_reserved (GPU), host_rss_peak (CPU ranks) or params."""
+    params_total: int | None = None
+    """The stages' parameters together, a tied embedding once: equals model.params when the split lost nothing."""
+    tied_weights_equal: bool | None = None
+    """After the timed steps, every copy of a tied weight (first and last stage) is bit-for-bit the same; null for
+    an untied model or a failed run."""
 
 
 class RunRow(_Row):
@@ -306,6 +381,10 @@ class RunRow(_Row):
     sweep: SweepInfo | None = None
     nodes: NodesInfo | None = None
     """Set for runs over a hostfile (`--hostfile`)."""
+    sparse_attention: SparseAttentionInfo | None = None
+    """Set when the run asked for block-sparse attention (dsx.sparse)."""
+    pipeline: PipelineInfo | None = None
+    """Set for runs with --pipeline-stages."""
     command: list[str]
     """The dsx argv as run."""
     run_dir: str | None = None
@@ -324,13 +403,16 @@ def canonical_json(config: dict) -> str:
 
 
 def trial_key(*, ds_config: dict, model: dict, toggles: dict, device: str, world_size: int, steps: int, warmup: int,
-              memory_cap: int | None, nodes: dict | None = None, lane: dict | None = None) -> str:
+              memory_cap: int | None, nodes: dict | None = None, pipeline: dict | None = None,
+              lane: dict | None = None) -> str:
     """What makes two runs the same trial (RunRow.trial_key): the resolved config (the micro-batch is inside it), the
-    model and its overrides, the toggles, device, world size, steps and the memory cap, and for a hostfile run the
-    selected nodes and the launcher, and for a `--python` run the interpreter and its DeepSpeed."""
-    lane_part = {"lane": lane} if lane else {}  # keys of runs without --python stay as they were
-    return config_hash({**(nodes or {}), **lane_part, "ds_config": ds_config, **model, "toggles": toggles, "device": device,
-                        "world_size": world_size, "steps": steps, "warmup": warmup, "memory_cap": memory_cap})
+    model and its overrides, the toggles, device, world size, steps and the memory cap, for a hostfile run the
+    selected nodes and the launcher, for a pipeline its stages and partition, and for a `--python` run the
+    interpreter and its DeepSpeed (keys of runs without them stay as they were)."""
+    return config_hash({**(nodes or {}), **({"pipeline": pipeline} if pipeline else {}),
+                        **({"lane": lane} if lane else {}), "ds_config": ds_config,
+                        **model, "toggles": toggles, "device": device, "world_size": world_size, "steps": steps,
+                        "warmup": warmup, "memory_cap": memory_cap})
 
 
 def config_hash(config: dict) -> str:

@@ -56,3 +56,10 @@ def test_cublas_kernels_are_matmul_and_a_plain_copy_is_a_copy():
     kind_of = load_step_profile().kind_of
     assert kind_of("nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN") == "matmul"
     assert kind_of("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda") == "copy/fill"
+
+
+def test_the_pipeline_readme_holds_what_the_summary_prints_from_the_committed_rows():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "bench/pipeline/summary.py", "bench/pipeline/cpu/runs.jsonl"]
+    printed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    assert printed in (ROOT / "bench/pipeline/README.md").read_text()

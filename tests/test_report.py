@@ -513,7 +513,7 @@ def test_unknown_group_by_key_exits_2():
     result = report(H100, "--group-by", "label,colour")
     assert result.exit_code == 2
     assert result.stderr == ("dsx report: unknown --group-by key 'colour' (known: label, zero, offload, precision, "
-                             "act_ckpt, model, gpu, micro_batch, world_size, sweep)\n")
+                             "act_ckpt, model, gpu, micro_batch, world_size, sweep, pipeline_stages)\n")
 
 
 def test_bad_selector_exits_2():

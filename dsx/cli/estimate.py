@@ -8,7 +8,7 @@ import sys
 import click
 
 from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, model_options,
-                             pick_gpu_kind)
+                             pick_gpu_kind, pipeline_options)
 
 
 def _gib(n: int) -> str:
@@ -18,7 +18,9 @@ def _gib(n: int) -> str:
 @click.command("estimate")
 @model_options
 @config_source_options
-@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
+@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True,
+              help="GPUs: data-parallel (with --pipeline-stages N: N x data-parallel replicas).")
+@pipeline_options
 @gpu_kind_options("--gpu", "Calibrated GPU kind the estimate is for (default h100-80gb; the error for an unknown "
                           "one lists them).")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one GPU may use (a smaller GPU).")
@@ -27,8 +29,8 @@ def _gib(n: int) -> str:
 @act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable, as dsx run --act-ckpt); "
                  "bare --act-ckpt is on.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
-def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, gpu_kind, gpu_kind_old, memory_cap,
-            attn, act_ckpt, as_json, **config_options):
+def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
+            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -37,11 +39,13 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     \b
     dsx estimate --model gpt2-xl --zero 3 --offload cpu --micro-batch 8
     dsx estimate --model llama-1b --zero 2 --micro-batch 4 --gpus 8 --act-ckpt --json
+    dsx estimate --model gpt2-xl --pipeline-stages 2 --gpus 2 --micro-batch 4 --grad-accum 16
     """
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.buckets import fill_buckets
     from dsx.models import ModelError, count_params, parse_overrides, resolve_model
     from dsx.run import RunRefused, RunRequest, config_flags, resolve_config
+    from dsx.run.pipeline import pipeline_plan
     from dsx.schema.batch import BatchError, solve_batch
 
     gpu_kind = pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu") or "h100-80gb"
@@ -52,20 +56,24 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         raise click.UsageError(str(exc)) from None
     request = RunRequest(
         model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
-        config_flags=config_flags(config_options))
+        config_flags=config_flags(config_options), pipeline_stages=pipeline_stages,
+        pipeline_partition=pipeline_partition)
     try:
         config, source, warnings = resolve_config(request, gpus)
         if source == "flags":  # sized to the model as dsx run writes them
             fill_buckets(config, count_params(resolved), request.ds_sets)
-        batch = solve_batch(gpus, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
-                            config.get("gradient_accumulation_steps"))
+        pipeline = pipeline_plan(request, config, gpus, resolved, warnings)
+        batch = solve_batch(gpus // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
+                            config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     except (BatchError, TypeError) as exc:
         raise click.UsageError(f"batch sizes: {exc}") from None
     setup = Setup(resolved=resolved, ds_config=config, world_size=gpus,
                   micro_batch=batch.train_micro_batch_size_per_gpu, grad_accum=batch.gradient_accumulation_steps,
-                  attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap)
+                  attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap,
+                  pipeline_stages=pipeline.stages if pipeline else None,
+                  pipeline_partition=pipeline.partition if pipeline else "parameters")
     try:
         result = estimate(setup)
     except EstimateError as exc:
@@ -90,7 +98,8 @@ def render(e, model_name: str, setup) -> str:
              f"micro-batch {e.micro_batch}{' x ' + str(setup.grad_accum) + ' accumulated' if setup.grad_accum > 1 else ''}"
              f"{', activation checkpointing' if setup.act_ckpt else ''}, {e.world_size} GPU(s) {e.gpu} "
              f"({_gib(e.capacity)} each)",
-             f"GPU memory per GPU at the peak ({e.peak_moment}):"]
+             *_pipeline_lines(e),
+             f"GPU memory per GPU at the peak ({e.peak_moment}){' of the largest stage' if e.pipeline else ''}:"]
     width = max(len(k) for k in e.breakdown) + 2
     for part, size in e.breakdown.items():
         lines.append(f"  {part:<{width}}{_gib(size):>12}")
@@ -112,6 +121,17 @@ def render(e, model_name: str, setup) -> str:
     return "\n".join(lines)
 
 
+def _pipeline_lines(e) -> list[str]:
+    """The stages of a --pipeline-stages estimate: layers, parameters, predicted peak allocated each."""
+    if not e.pipeline:
+        return []
+    p = e.pipeline
+    lines = [f"pipeline: {p['stages']} stage(s) x {p['data_parallel']} data-parallel, {p['micro_batches']} "
+             f"micro-batch(es) per step (ideal bubble {p['bubble_fraction']:.0%}), partition {p['partition']}"]
+    for s in p["per_stage"]:
+        lines.append(f"  stage {s['stage']}: {len(s['layers'])} layers, {s['params']:,} params, peak allocated "
+                     f"{_gib(s['peak_allocated'])}" + ("  <- largest" if s["stage"] == p["largest_stage"] else ""))
+    return lines
 def render_comm(comm, params: int) -> str:
     """The communication lines: DeepSpeed's volume per optimizer step and rank, its parts, the ZeRO paper's."""
     from dsx.units import format_bytes

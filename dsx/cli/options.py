@@ -59,6 +59,18 @@ def config_source_options(f):
                         help="Use this DeepSpeed JSON as is (no \"auto\"); excludes the config flags below.")(f)
 
 
+def sparse_options(f):
+    """--sparse-attention and --sparse-set (dsx.sparse): dsx run takes one word, dsx sweep a list of them."""
+    f = click.option("--sparse-set", "sparse_sets", multiple=True, metavar="KEY=VALUE",
+                     help="A key of the sparse_attention layout block, e.g. --sparse-set num_random_blocks=2 "
+                          "(VALUE is JSON).")(f)
+    return click.option("--sparse-attention", "sparse_attention", metavar="MODE",
+                        help="Block-sparse attention applied by dsx (FlexAttention on CUDA, a masked SDPA on CPU): "
+                             "none, dense, fixed, variable, bigbird, bslongformer, local; auto (or auto:MODE) runs "
+                             "it only where predicted faster than dense. A --config file's sparse_attention block "
+                             "does the same.")(f)
+
+
 ACT_CKPT_WORDS = {"off": "off", "none": "off", "on": "on", "cpu": "cpu"}
 """The words --act-ckpt takes in every command ("none" is dsx config's first spelling of off)."""
 ACT_CKPT_CPU_ONLY_IN_CONFIG = (
@@ -150,6 +162,23 @@ def resolve_target_or_fail(text: str | None) -> Version:
         return resolve_target(text)
     except VersionError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+_PIPELINE_OPTIONS = (
+    click.option("--pipeline-stages", type=click.IntRange(min=1), metavar="N",
+                 help="Run the model (GPT-2, Llama) as a DeepSpeed pipeline of N stages (deepspeed.pipe."
+                      "PipelineModule); the ranks must be a multiple of N (N x data-parallel replicas); ZeRO 0/1; "
+                      "--grad-accum is the micro-batches per step."),
+    click.option("--pipeline-partition", metavar="parameters|uniform|type:REGEX",
+                 help="How DeepSpeed splits the layers over the stages (partition_method; default parameters)."),
+)
+
+
+def pipeline_options(f):
+    """--pipeline-stages and --pipeline-partition (dsx run, dsx estimate)."""
+    for option in reversed(_PIPELINE_OPTIONS):
+        f = option(f)
+    return f
 
 
 _NODE_OPTIONS = [

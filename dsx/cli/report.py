@@ -25,13 +25,13 @@ TERMINAL_WIDTH = 120
 @click.option("--where", metavar="KEY=VALUE,...",
               help="Only rows matching every KEY=VALUE, e.g. zero=3,offload=cpu (keys: label, zero, offload, "
                    "offload_params, precision, act_ckpt, compile, model, gpu, micro_batch, grad_accum, world_size, "
-                   "seq_len, sweep, search, status).")
+                   "seq_len, sweep, search, status, pipeline_stages).")
 @click.option("--baseline", metavar="RUN|LABEL|KEY=VALUE,...",
               help="Row the mem× and speed× columns are relative to: a run id prefix, a configuration label, or a "
                    "selector like zero=2,offload=none,micro_batch=8 (default: the first ok row shown).")
 @click.option("--group-by", metavar="KEY,...",
               help="Group lines by label (default), zero, offload, precision, act_ckpt, model, gpu, micro_batch, "
-                   "world_size or sweep; several keys separated by commas.")
+                   "world_size, sweep or pipeline_stages; several keys separated by commas.")
 @click.option("--format", "fmt", type=click.Choice(["rich", "markdown"]), default="rich", show_default=True,
               help="Tables for the terminal, or markdown to paste.")
 @click.option("--effects", is_flag=True,
@@ -112,6 +112,12 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
         sweeps = rp.sweeps_table(rows)
         if sweeps is not None:
             tables.append(sweeps)
+        long_context = rp.long_context_table(rows if show_all else shown)
+        if long_context is not None:
+            tables.append(long_context)
+        pipeline = rp.pipeline_table(shown)
+        if pipeline is not None:
+            tables.append(pipeline)
         comm = rp.comm_table(shown)
         if comm is not None:
             tables.append(comm)

@@ -7,8 +7,9 @@ import time
 
 import click
 
-from dsx.cli.options import SIZE, act_ckpt_option, config_source_options, model_options, node_options
 from dsx.cli.lane_options import run_lane_options
+from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, model_options, node_options,
+                             pipeline_options, sparse_options)
 
 ENTERED = time.time()
 
@@ -20,6 +21,7 @@ ENTERED = time.time()
 @click.option("--gpus", type=click.IntRange(min=1),
               help="Ranks: GPUs to use (default all visible); without a GPU, CPU ranks (default 1).")
 @node_options
+@pipeline_options
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed optimizer steps.")
 @click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
               help="Untimed optimizer steps first.")
@@ -28,6 +30,7 @@ ENTERED = time.time()
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation (flash: flash_attn on CUDA).")
 @act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable); bare --act-ckpt is on.")
+@sparse_options
 @click.option("--flop-check", is_flag=True,
               help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers.")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE",
@@ -43,7 +46,7 @@ ENTERED = time.time()
 @click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
 @run_lane_options
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, steps, warmup, tf32, compile_,
-            attn, act_ckpt, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
+            attn, act_ckpt, sparse_attention, sparse_sets, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
             comm_log, python, **config_and_nodes):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
@@ -56,6 +59,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     dsx run --model gpt2-xl --zero 3 --offload cpu --offload-params cpu --micro-batch 8 --gpus 1
     dsx run --model bert-base --config my_ds.json --results results/bert.jsonl
     dsx run --model gpt2 --zero 2 --hostfile hostfiles/two-nodes-8gpu --master-addr node1
+    dsx run --model gpt2-xl --pipeline-stages 2 --gpus 2 --micro-batch 4 --grad-accum 16
     """
     from dsx.models import ModelError, parse_overrides
     from dsx.run import NODE_KEYS, RunRefused, RunRequest, config_flags, describe_dry_run, execute, prepare, summary
@@ -71,7 +75,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         results=results,
         timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
-        memory_cap=memory_cap, comm_log=comm_log, python=python, **{key: config_and_nodes[key] for key in NODE_KEYS},
+        memory_cap=memory_cap, sparse_attention=sparse_attention, sparse_sets=tuple(sparse_sets),
+        comm_log=comm_log, python=python, **{key: config_and_nodes[key] for key in NODE_KEYS},
+        pipeline_stages=config_and_nodes["pipeline_stages"], pipeline_partition=config_and_nodes["pipeline_partition"],
     )
     try:
         prepared = prepare(request, check_nodes=not dry_run, write=not dry_run)

@@ -62,6 +62,44 @@ def _act_ckpt(text: str) -> list[bool]:
         raise click.UsageError(f"--act-ckpt: {exc}") from None
 
 
+def _sparse_words(text: str) -> list[str | None]:
+    """--sparse-attention none,bigbird,auto: each word as dsx run takes it; none is dense attention (None)."""
+    from dsx.sparse.spec import SparseRequestError, parse_word
+
+    words: list[str | None] = []
+    for item in _split(text, "--sparse-attention"):
+        try:
+            parse_word(item)
+        except SparseRequestError as exc:
+            raise click.UsageError(str(exc)) from None
+        words.append(None if item.lower() == "none" else item.lower())
+    return list(dict.fromkeys(words))
+
+
+def _one_or_list(values: list[int]) -> int | list[int]:
+    """One value stays a number (sweep ids of single-value sweeps are unchanged); several are an axis."""
+    return values[0] if len(values) == 1 else values
+
+
+def _stages(text: str | None) -> list[int | None]:
+    """--pipeline-stages 1,2 / none,2: stage counts, None for no pipeline."""
+    if text is None:
+        return [None]
+    values: list[int | None] = []
+    for item in _split(text, "--pipeline-stages"):
+        if item.lower() in ("none", "off"):
+            values.append(None)
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise click.UsageError(f"--pipeline-stages: {item!r} is not a whole number or none") from None
+        if value < 1:
+            raise click.UsageError(f"--pipeline-stages: {value} is out of range (at least 1, or none)")
+        values.append(value)
+    return list(dict.fromkeys(values))
+
+
 def _vary(items: tuple[str, ...]) -> dict[str, list]:
     vary: dict[str, list] = {}
     for item in items:
@@ -109,8 +147,13 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Model override for every trial.")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length (default: the preset's).")
 @click.option("--vocab-pad", type=click.IntRange(min=1), help="Pad the vocabulary to a multiple of N.")
-@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Gradient-accumulation steps of every trial (micro-batches per optimizer step).")
+@click.option("--grad-accum", default="1", show_default=True, metavar="LIST",
+              help="Gradient accumulation steps; several (e.g. 1,4,16) are an axis: with --pipeline-stages, the "
+                   "pipeline's micro-batches per step.")
+@click.option("--pipeline-stages", "pipeline_stages", metavar="LIST",
+              help="Pipeline stages axis, e.g. 1,2 or none,2 (none: no pipeline; as dsx run --pipeline-stages).")
+@click.option("--pipeline-partition", metavar="parameters|uniform|type:REGEX",
+              help="How DeepSpeed splits the layers of the pipelined trials (default parameters).")
 @click.option("--nvme-path", help="Directory on a local NVMe drive (NVMe offload).")
 @click.option("--optimizer", help="Optimizer type (default AdamW).")
 @click.option("--lr", type=float, help="Learning rate (default 1e-4).")
@@ -118,6 +161,11 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation of every trial (flash: flash_attn on CUDA).")
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
+@click.option("--sparse-attention", "sparse_attention", metavar="LIST",
+              help="Block-sparse attention axis, as dsx run --sparse-attention: e.g. none,bigbird,fixed (none: dense "
+                   "attention); with --vary seq_len=... for sequence length against speed and memory.")
+@click.option("--sparse-set", "sparse_sets", multiple=True, metavar="KEY=VALUE",
+              help="A sparse_attention block key for every sparse trial (dsx run --sparse-set).")
 @node_options
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Timed steps per trial.")
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed steps first.")
@@ -141,9 +189,10 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 @python_option
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
-            mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, nvme_path, optimizer, lr, ds_sets,
-            attn, tf32, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within,
-            gpu_kind, gpu_kind_old, dry_run, inject, python, **nodes):
+            mb_tolerance, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, pipeline_stages, pipeline_partition,
+            nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention, sparse_sets, steps, warmup, memory_cap,
+            trial_timeout, results, retry_failed, no_prune, keep_within, gpu_kind, gpu_kind_old, dry_run, inject, python,
+            **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
@@ -155,6 +204,7 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     dsx sweep --model gpt2-xl --zero 1,2,3 --offload none,cpu --act-ckpt off,on --micro-batch auto
     dsx sweep --model bert-base --zero 2 --micro-batch 32 --one-at-a-time --vary num_hidden_layers=6 \\
         --vary hidden_size=384
+    dsx sweep --model gpt2-xl --zero 1 --gpus 2 --pipeline-stages none,2 --grad-accum 1,4,16 --micro-batch auto
     """
     from dsx.models import ModelError, parse_overrides
     from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model
@@ -183,13 +233,17 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         precision=_choices(precision, "--precision", PRECISION_CHOICES), act_ckpt=_act_ckpt(act_ckpt),
         compile=_booleans(compile_, "--compile"), gpus=_ints(gpus, "--gpus", 1) if gpus else [None],
         vary=_vary(vary), one_at_a_time=one_at_a_time, micro_batch=micro_batches, mb_start=mb_start,
-        mb_max=mb_max or (1024 if device == "cuda" else 8), mb_tolerance=mb_tolerance, grad_accum=grad_accum,
+        mb_max=mb_max or (1024 if device == "cuda" else 8), mb_tolerance=mb_tolerance,
+        grad_accum=_one_or_list(_ints(grad_accum, "--grad-accum", 1)), pipeline_stages=_stages(pipeline_stages),
+        pipeline_partition=pipeline_partition,
         steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
         optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
         trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,
         prune=not no_prune, keep_within=keep_within, estimate_gpu=estimate_gpu, python=python,
         nodes={key: value for key, value in nodes.items()
                if value is not None and not (key == "launcher" and value == "pdsh")},
+        sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],
+        sparse_sets=tuple(sparse_sets),
     )
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")

@@ -59,8 +59,9 @@ def _total(collectives: dict[str, CollectiveComm]) -> float:
 
 def comm_of(ranks: list[RankReport | None], world_size: int, params: int | None,
             step_times: list[float] | None = None, predicted: CommPredicted | None = None) -> Comm | None:
-    """The row's `comm` from every rank's counts (None when no rank counted anything). step_times: the row's
-    per-step times (slowest rank), for the 1-bit phases' step time."""
+    """The row's `comm` from every rank's counts (None when no rank counted anything). world_size: the ranks an
+    all-gather spans (a pipeline's data-parallel size); step_times: the row's per-step times (slowest rank), for
+    the 1-bit phases' step time."""
     counted = [r for r in ranks if r is not None and r.comm is not None and r.comm.steps]
     first = next((r for r in ranks if r is not None and r.comm is not None), None)
     if not counted:

@@ -1,12 +1,13 @@
 """A rank's work, phase by phase: imports, the process group, the model, deepspeed.initialize, then warm-up and
 timed optimizer steps on synthetic batches.
 
-A step is grad_accum micro-batches of forward + engine.backward + engine.step. The clock (time.perf_counter) is
-read after a device synchronisation (torch.cuda.synchronize) on both sides of each step; batches are made before
-the clock starts. Every rank draws the same batches (one seed), so the loss of a step must be equal on every rank.
-engine.step() runs under torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step
-all-gathers into views of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a
-view and is being modified inplace"; a `--python` lane on CPU ranks).
+A step is grad_accum micro-batches of forward + engine.backward + engine.step (a pipeline: engine.train_batch over
+them, dsx.rank.pipeline). The clock (time.perf_counter) is read after a device synchronisation
+(torch.cuda.synchronize) on both sides of each step; batches are made before the clock starts. Every rank draws
+the same batches (one seed), so the loss of a step must be equal on every rank. engine.step() runs under
+torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step all-gathers into views
+of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a view and is being
+modified inplace"; a `--python` lane on CPU ranks).
 """
 
 from __future__ import annotations
@@ -72,21 +73,14 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         report.times["flop_check_done"] = time.time()
         reset_peaks(torch, device, on_cuda, report)
     torch.manual_seed(plan.seed)  # the same initial weights on every rank
-    model = build(plan, resolved, ds_config, report, device)
-    if toggles.act_ckpt:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if hasattr(model.config, "use_cache"):
-            model.config.use_cache = False
-    report.params_seen = int(sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()))
-    progress.phase("model_built")
+    if plan.pipeline is None:
+        trainer = initialize(plan, resolved, ds_config, report, device, progress)
+    else:  # the model as a deepspeed.pipe.PipelineModule, stepped with train_batch
+        from dsx.rank import pipeline
 
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()
-                                                                          if p.requires_grad], config=ds_config)
-    if toggles.compile:
-        engine.compile()
-    progress.phase("initialized")
+        trainer = pipeline.initialize(plan, resolved, ds_config, report, device, progress)
     maybe_inject(injection, rank, None)
-    comm = CommCounter(engine, ds_config)
+    comm = CommCounter(trainer.engine, ds_config)
 
     micro, accum = plan.micro_batch, plan.grad_accum
     generator = torch.Generator().manual_seed(plan.seed)  # batches are drawn on the CPU, the same on every rank
@@ -102,7 +96,6 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         if on_cuda:
             torch.cuda.synchronize(device)
 
-    engine.train()
     for i in range(plan.warmup + plan.steps):
         timed_index = i - plan.warmup
         if timed_index == 0:
@@ -113,15 +106,9 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
             comm.before_step()
         batches = [{k: v.to(device, non_blocking=True) for k, v in
                     synthetic_batch(resolved, micro, device, generator).items()} for _ in range(accum)]
-        losses = []
         sync()
         start = time.perf_counter()
-        for batch in batches:
-            loss = engine(**batch).loss
-            engine.backward(loss)
-            with torch.no_grad():  # see the module's docstring
-                engine.step()
-            losses.append(loss.detach())
+        losses = trainer.step(batches)
         sync()
         elapsed = time.perf_counter() - start
         value = float(torch.stack([x.float() for x in losses]).mean().item())
@@ -136,12 +123,58 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
             nvml.sample()
     report.comm = comm.log()
     progress.phase("timed_done")
+    trainer.finish()
     collect_memory(torch, device, on_cuda, nvml, report)
     if not all(math.isfinite(x) for x in report.loss):
         report.notes.append("non-finite loss in the timed steps")
     import deepspeed.comm as dist
 
     leave_process_group(dist, os.environ)
+
+
+class Trainer:
+    """A model under deepspeed.initialize and its optimizer step: grad_accum micro-batches of forward +
+    engine.backward + engine.step."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        engine.train()
+
+    def step(self, batches: list[dict]) -> list:
+        """One optimizer step; the micro-batches' losses (detached)."""
+        import torch
+
+        losses = []
+        for batch in batches:
+            loss = self.engine(**batch).loss
+            self.engine.backward(loss)
+            with torch.no_grad():  # see the module's docstring
+                self.engine.step()
+            losses.append(loss.detach())
+        return losses
+
+    def finish(self) -> None:
+        """After the timed steps (nothing to do here)."""
+
+
+def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progress: Progress) -> Trainer:
+    """Build the model (transformers' gradient checkpointing with --act-ckpt) and deepspeed.initialize it."""
+    import deepspeed
+
+    model = build(plan, resolved, ds_config, report, device)
+    if plan.toggles.act_ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = False
+    report.params_seen = int(sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()))
+    progress.phase("model_built")
+
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()
+                                                                          if p.requires_grad], config=ds_config)
+    if plan.toggles.compile:
+        engine.compile()
+    progress.phase("initialized")
+    return Trainer(engine)
 
 
 def leave_process_group(dist, env, shm_dir: Path = leftovers.SHM_DIR) -> None:

@@ -8,12 +8,24 @@ from dsx.rank.faults import one_line
 from dsx.rank.protocol import FlopCheck, RankPlan, RankReport
 
 
+def attention(plan: RankPlan, resolved, report: RankReport) -> str:
+    """The attn_implementation the rank builds with: --attn's, or dsx's block-sparse attention (registered here)."""
+    if plan.sparse_attention is None:
+        return plan.toggles.attn
+    from dsx.sparse.attention import install
+
+    attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
+    report.notes.append(f"the ranks built the model with attn_implementation {attn} "
+                        f"({plan.sparse_attention.block['mode']} layout, kernel {plan.sparse_attention.kernel})")
+    return attn
+
+
 def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device):
     """The model, on this rank's GPU (ZeRO 0-2: initialising 1.5B parameters there takes a second, on the CPU
     about 25 s) or partitioned as it is made (ZeRO-3)."""
     from dsx.models import build_model
 
-    attn = plan.toggles.attn
+    attn = attention(plan, resolved, report)
     if zero_stage(ds_config) != 3:
         return build_model(resolved, attn=attn, device=device)
     import deepspeed

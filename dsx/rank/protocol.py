@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsx.sparse.spec import SparsePlan
+
 PLAN_FILE = "plan.json"
 
 PHASES = ("started", "imported", "distributed", "model_built", "initialized", "warmup_done", "timed_done", "done")
@@ -62,6 +64,18 @@ def parse_injection(text: str | None) -> Injection | None:
         raise ValueError(f"unknown injected failure {text!r}") from None
 
 
+class PipelinePlan(BaseModel):
+    """`--pipeline-stages`: the model runs as a deepspeed.pipe.PipelineModule of `stages` stages (dsx.rank.pipeline)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stages: int
+    partition: str = "parameters"
+    """DeepSpeed's partition_method: parameters | uniform | type:REGEX."""
+    activation_checkpoint_interval: int = 0
+    """The PipelineModule's (1 with --act-ckpt); a config's pipeline.activation_checkpoint_interval > 0 overrides it."""
+
+
 class RankPlan(BaseModel):
     """What every rank of one run does: written by dsx.run.prepare as plan.json, read by dsx/rank/train_rank.py."""
 
@@ -84,6 +98,9 @@ class RankPlan(BaseModel):
     seed: int = 1234
     inject_failure: str | None = None
     memory_cap: int | None = None
+    sparse_attention: SparsePlan | None = None
+    """Block-sparse attention (dsx.sparse): the model is built with attn_implementation "dsx_sparse"."""
+    pipeline: PipelinePlan | None = None
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.model_dump(), indent=2) + "\n")
@@ -119,6 +136,24 @@ class CommLog(BaseModel):
     optimizer's compressed allreduce, the engine's own allreduce off); None for other optimizers."""
     note: str | None = None
     """Why nothing was counted, when so."""
+class PipelineRankInfo(BaseModel):
+    """The pipeline stage a rank ran (dsx.rank.pipeline.stage_info)."""
+
+    stage: int
+    stages: int
+    data_parallel_rank: int
+    data_parallel_size: int
+    parts: list[int]
+    """The partition every rank computed: stage s runs layers [parts[s], parts[s+1])."""
+    layers: list[str]
+    """This stage's layer classes in order ('tied head': the tied embedding used as the LM head)."""
+    params: int
+    """Parameters this rank holds (a tied embedding counts on each stage that holds a copy)."""
+    tied_params: int = 0
+    tied_fingerprints: dict[str, str] = Field(default_factory=dict)
+    """sha256 of each tied weight's bytes after the timed steps: equal on the first and the last stage when they
+    stayed tied."""
+    fingerprint_s: float | None = None
 
 
 class RankReport(BaseModel):
@@ -153,6 +188,7 @@ class RankReport(BaseModel):
     notes: list[str] = Field(default_factory=list)
     params_seen: int | None = None
     comm: CommLog | None = None
+    pipeline: PipelineRankInfo | None = None
 
     def span(self, start: str, end: str) -> float | None:
         """Seconds between two time marks, or None when either is missing."""

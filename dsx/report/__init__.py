@@ -10,6 +10,8 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     render       a Table as rich or markdown, and report.md
     best         the fastest ok row, its config linted, and the command that reproduces it (--best)
     vs_estimate  dsx estimate's prediction next to the measured rows (--vs-estimate; imports dsx.estimate lazily)
+    long_context sequence length against speed and memory, sparse attention beside dense (rows of dsx.sparse)
+    pipeline     the pipeline-stages table (rows run with --pipeline-stages)
     comm         bytes per step and per parameter of the rows that counted their communication
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
@@ -23,6 +25,8 @@ from dsx.report.facts import (
     parse_selector, samples_per_rank, search_key, select, short_error, short_gpu, tokens_per_s, zero_stage,
 )
 from dsx.report.load import Loaded, ReportError, load, read_from_line
+from dsx.report.long_context import attention_text, long_context_table
+from dsx.report.pipeline import PIPELINE_COLUMNS, pipeline_table
 from dsx.report.render import HEADER_WIDTH, RICH_DROP_ORDER, markdown_report, to_markdown, to_rich
 from dsx.report.tables import (
     RUN_COLUMNS, Table, configurations_table, effects_table, fmt_seconds, memory_legend, plot_rows, runs_table,
@@ -33,7 +37,7 @@ from dsx.report.comm import comm_table
 from dsx.units import GIB, MIB, fmt_gib, fmt_mib, fmt_num, fmt_params, fmt_pct, fmt_ratio, fmt_tflops
 
 __all__ = [
-    "GIB", "MIB", "STATUSES", "GROUP_KEYS", "SELECTOR_KEYS", "ReportError", "Loaded", "load", "read_from_line",
+    "attention_text", "long_context_table", "GIB", "MIB", "STATUSES", "GROUP_KEYS", "SELECTOR_KEYS", "ReportError", "Loaded", "load", "read_from_line",
     "short_gpu", "gpu_label", "zero_stage", "offload_devices", "offload_text", "derived_label", "label",
     "configuration", "model_text", "attributes", "memory_field", "memory", "samples_per_rank", "memory_per_example",
     "batches_per_s", "examples_per_s", "tokens_per_s", "device_seconds", "fmt_gib", "fmt_mib", "fmt_num",
@@ -41,5 +45,6 @@ __all__ = [
     "select", "find_baseline", "parse_group_by", "group_name", "Table", "search_key", "Boundary", "boundaries",
     "RUN_COLUMNS", "runs_table", "memory_legend", "describe", "best_ok", "configurations_table", "sweeps_table",
     "effects_table", "plot_rows", "to_markdown", "RICH_DROP_ORDER", "HEADER_WIDTH", "to_rich", "Best", "pick_best",
-    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "comm_table",
+    "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "PIPELINE_COLUMNS",
+    "pipeline_table", "comm_table",
 ]

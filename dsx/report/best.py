@@ -43,13 +43,13 @@ def pick_best(rows: list[dict], target) -> Best:
     row = best_ok(rows)
     if row is None:
         raise ReportError(f"no ok row with a throughput among {len(rows)} row(s): nothing to pick", 1)
-    findings = lint(row["ds_config"], target=target, world_size=row["world_size"],
-                    model_params=row["model"]["params"])
+    data_parallel = row["world_size"] // ((row.get("pipeline") or {}).get("stages") or 1)  # a pipeline's replicas
+    findings = lint(row["ds_config"], target=target, world_size=data_parallel, model_params=row["model"]["params"])
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         details = "; ".join(f.render().replace("\n    ", " ") for f in errors)
         raise ReportError(f"the best row {row['run_id'][:8]} has a DeepSpeed config with {len(errors)} lint "
-                          f"error(s) for DeepSpeed {target} at world size {row['world_size']}, not writing it: "
+                          f"error(s) for DeepSpeed {target} at data-parallel size {data_parallel}, not writing it: "
                           f"{details}", 1)
     ties = sorted((r for r in rows if r is not row and r["status"] == "ok" and within_noise(row, r)),
                   key=tokens_per_s, reverse=True)

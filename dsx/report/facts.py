@@ -18,11 +18,12 @@ from dsx.units import fmt_gib
 STATUSES = ("ok", "oom", "error", "timeout")
 
 GROUP_KEYS = ("label", "zero", "offload", "precision", "act_ckpt", "model", "gpu", "micro_batch", "world_size",
-              "sweep")
+              "sweep", "pipeline_stages")
 """What --group-by accepts."""
 
 SELECTOR_KEYS = ("label", "zero", "offload", "offload_params", "precision", "act_ckpt", "compile", "model", "gpu",
-                 "micro_batch", "grad_accum", "world_size", "seq_len", "sweep", "search", "status")
+                 "micro_batch", "grad_accum", "world_size", "seq_len", "sweep", "search", "status", "sparse",
+                 "pipeline_stages")
 """What --where and --baseline selectors accept (KEY=VALUE,...)."""
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -71,6 +72,10 @@ def derived_label(row: dict) -> str:
         extra.append(f"{row['world_size']}{'gpu' if row['device'] == 'cuda' else 'cpu'}")
     if row["memory_cap"]:
         extra.append(f"cap={fmt_gib(row['memory_cap'])}GiB")
+    if row.get("sparse_attention"):
+        extra.append(f"sparse={row['sparse_attention']['requested']}")
+    if row.get("pipeline"):
+        extra.append(f"pp{row['pipeline']['stages']}")
     return config_facts.configuration_label(zero=zero_stage(row), offload=opt, offload_params=param,
                                             precision=row["precision"], act_ckpt=row["toggles"]["act_ckpt"],
                                             compile=row["toggles"]["compile"], extra=extra)
@@ -87,9 +92,10 @@ def configuration(row: dict) -> dict:
     if row.get("sweep"):
         return dict(row["sweep"]["configuration"])
     opt, param = offload_devices(row)
+    pipeline = {"pipeline_stages": row["pipeline"]["stages"]} if row.get("pipeline") else {}
     return {"zero": zero_stage(row), "offload": opt, "offload_params": param, "precision": row["precision"],
             "act_ckpt": row["toggles"]["act_ckpt"], "gpus": row["world_size"], "compile": row["toggles"]["compile"],
-            "vary": dict(row["model"]["overrides"])}
+            "vary": dict(row["model"]["overrides"]), **pipeline}
 
 
 def model_text(row: dict) -> str:
@@ -109,6 +115,8 @@ def attributes(row: dict) -> dict[str, str]:
         "grad_accum": row["grad_accum"], "world_size": row["world_size"], "seq_len": row["model"]["seq_len"],
         "sweep": row["sweep"]["sweep_id"] if row.get("sweep") else "-",
         "search": row["sweep"]["search"] if row.get("sweep") else "-", "status": row["status"],
+        "sparse": (row.get("sparse_attention") or {}).get("requested", "none"),
+        "pipeline_stages": row["pipeline"]["stages"] if row.get("pipeline") else "-",
     }
     return {k: (str(v).lower() if not isinstance(v, bool) else ("true" if v else "false")) for k, v in values.items()}
 

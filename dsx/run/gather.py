@@ -16,8 +16,9 @@ from dsx.host import package_versions, process_start_time
 from dsx.rank.protocol import TIMELINE, RankReport, rank_report_path, read_rank_report
 from dsx.results import (
     MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow,
-    StepTime, SweepInfo, Toggles, Versions, config_hash,
+    SparseAttentionInfo, StepTime, SweepInfo, Toggles, Versions, config_hash,
 )
+from dsx.run.pipeline import data_parallel, pipeline_row
 from dsx.run.prepare import Prepared
 
 # Messages of a rank that lost a peer (the peer died or failed first): gloo, NCCL and torch.distributed wording.
@@ -74,8 +75,10 @@ def figures_of(prepared: Prepared, ranks: list[RankReport | None], status: str, 
     figures = Figures()
     from dsx.flops import model_flops_per_token
 
+    sparse = prepared.sparse.info if prepared.sparse is not None and prepared.sparse.info.get("applied") else None
     try:
-        figures.flops_per_token = float(model_flops_per_token(resolved))
+        figures.flops_per_token = float(model_flops_per_token(
+            resolved, attended_fraction=sparse["attended_fraction"] if sparse else 1.0))
     except Exception as exc:
         prepared.notes.append(f"analytic FLOPs unavailable: {exc}")
     dtype = prepared.precision
@@ -92,7 +95,7 @@ def figures_of(prepared: Prepared, ranks: list[RankReport | None], status: str, 
         median = statistics.median(per_step)
         figures.step_time_s = StepTime(median=median, min=min(per_step), max=max(per_step), all=per_step,
                                        spread=(max(per_step) - min(per_step)) / median)
-        samples = prepared.micro_batch * prepared.grad_accum * world
+        samples = prepared.micro_batch * prepared.grad_accum * data_parallel(prepared)  # a pipeline: world / stages
         figures.samples_per_s = samples / median
         figures.tokens_per_s = samples * resolved.seq_len / median
         if figures.flops_per_token is not None:
@@ -102,7 +105,8 @@ def figures_of(prepared: Prepared, ranks: list[RankReport | None], status: str, 
     check = ranks[0].flop_check if ranks and ranks[0] else None
     if check:
         per_token = check.counter_flops_per_token
-        tokens_per_rank_step = prepared.micro_batch * resolved.seq_len * prepared.grad_accum
+        tokens_per_rank_step = prepared.micro_batch * resolved.seq_len * prepared.grad_accum * data_parallel(
+            prepared) / world  # a pipeline's ranks share each replica's tokens
         if figures.flops_per_token is not None:
             figures.analytic_flops_per_step = figures.flops_per_token * tokens_per_rank_step
         if per_token is not None:
@@ -222,19 +226,22 @@ def nodes_of(prepared: Prepared, ranks: list[RankReport | None]) -> NodesInfo | 
 
 
 def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Figures):
-    """The row's `comm` (dsx.comm): the ranks' counts, with dsx.comm.predict's figure for this config and model."""
+    """The row's `comm` (dsx.comm): the ranks' counts, with dsx.comm.predict's figure for this config and model (not
+    for a pipeline, whose stages also send activations; its all-gathers span a data-parallel group)."""
     from dsx.comm import comm_of, param_facts, predict
     from dsx.results import CommPredicted
 
+    replicas = data_parallel(prepared)
     per_node = max(len(s) for s in prepared.layout.selection.values()) if prepared.layout is not None else None
+    predicted = None
     try:
-        predicted = CommPredicted(**predict(prepared.ds_config, param_facts(prepared.resolved), prepared.world_size,
-                                            prepared.grad_accum, per_node).as_dict())
+        if replicas == prepared.world_size:
+            predicted = CommPredicted(**predict(prepared.ds_config, param_facts(prepared.resolved),
+                                                prepared.world_size, prepared.grad_accum, per_node).as_dict())
     except Exception as exc:  # the prediction is informative only; never lose the row over it
         prepared.notes.append(f"communication prediction unavailable: {exc}")
-        predicted = None
     times = figures.step_time_s.all if figures.step_time_s else None
-    return comm_of(ranks, prepared.world_size, prepared.params, times, predicted)
+    return comm_of(ranks, replicas, prepared.params, times, predicted)
 
 
 def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
@@ -246,6 +253,7 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
     gpu_name = next((r.gpu_name for r in present if r.gpu_name), None) or (
         prepared.gpu_names[0] if prepared.gpu_names else None)
     figures = figures_of(prepared, ranks, status, gpu_name)
+    memory = memory_of(present)
     comm = comm_of_run(prepared, ranks, figures)
     versions = {"python": platform.python_version(), **package_versions()}
     ran = next((r.versions for r in present if r.versions), None) or {}
@@ -264,10 +272,12 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         micro_batch=prepared.micro_batch, grad_accum=prepared.grad_accum, world_size=world,
         precision=prepared.precision, steps=request.steps, warmup=request.warmup,
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
-        figures=figures, memory=memory_of(present), ranks=ranks_of(ranks), status=status, error=error,
+        figures=figures, memory=memory, ranks=ranks_of(ranks), status=status, error=error,
         notes=notes_of(prepared, present, completed, jit_built, status),
         overhead=overhead_of(prepared, present, completed, jit_built), memory_cap=request.memory_cap,
         trial_key=prepared.trial_key or None, sweep=SweepInfo(**request.sweep) if request.sweep else None,
         nodes=nodes_of(prepared, ranks), command=list(request.command), run_dir=str(prepared.run_dir),
+        sparse_attention=SparseAttentionInfo(**prepared.sparse.info) if prepared.sparse is not None else None,
+        pipeline=pipeline_row(prepared, ranks, memory),
         comm=comm, python=prepared.lane.python if prepared.lane else None,
     )

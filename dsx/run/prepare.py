@@ -53,6 +53,8 @@ class Prepared:
     """The config written for the ranks: ds_config plus DeepSpeed's comms logger (dsx.comm.logger)."""
     lane: Any = None
     """dsx.lane.Lane of a `--python` run."""
+    sparse: Any = None
+    """dsx.sparse.planning.SparseDecision (the row's sparse_attention), or None."""
 
 
 def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
@@ -87,6 +89,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
         ds_config_path=str(config_path), output_dir=str(run_dir), device=device, flop_check=request.flop_check,
         inject_failure=request.inject_failure, memory_cap=request.memory_cap,
+        sparse_attention=trial.sparse.plan if trial.sparse is not None else None, pipeline=trial.pipeline,
     )
     plan_path = run_dir / PLAN_FILE
     placement = Placement(world_size=world, layout=trial.layout)
@@ -117,7 +120,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
         precision=precision_of(config), gpu_names=gpu_names[:world], notes=notes + launch.notes,
         entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout, rank_plan=plan,
-        rank_config=ranks_config, lane=trial.lane,
+        sparse=trial.sparse, rank_config=ranks_config, lane=trial.lane,
     )
 
 
@@ -136,7 +139,8 @@ def describe_dry_run(prepared: Prepared) -> str:
              json.dumps(prepared.rank_config or prepared.ds_config, indent=2),
              f"rank plan (a run writes it to {prepared.plan_path}): "
              f"{json.dumps(prepared.rank_plan.model_dump()) if prepared.rank_plan else '-'}",
-             f"world size {prepared.world_size} ({prepared.device}), micro-batch {prepared.micro_batch}, "
+             f"world size {prepared.world_size} ({prepared.device}){_stages_text(prepared)}, micro-batch "
+             f"{prepared.micro_batch}, "
              f"grad-accum {prepared.grad_accum}, {prepared.precision}, model {prepared.resolved.name} "
              f"({prepared.params:,} parameters)" if prepared.params else ""]
     lines += [f"note: {n}" for n in prepared.notes if n not in prepared.launch.notes]
@@ -144,6 +148,11 @@ def describe_dry_run(prepared: Prepared) -> str:
     if prepared.layout is not None:
         lines += ["", prepared.layout.describe(), "", *node_commands(prepared)]
     return "\n".join(lines)
+
+
+def _stages_text(prepared: Prepared) -> str:
+    pipe = prepared.rank_plan.pipeline if prepared.rank_plan else None
+    return f" = {pipe.stages} pipeline stage(s) x {prepared.world_size // pipe.stages} data-parallel" if pipe else ""
 
 
 def node_commands(prepared: Prepared) -> list[str]:

@@ -14,6 +14,7 @@ from dsx.host import detect_device
 from dsx.results import trial_key
 from dsx.run.nodes import NODE_KEYS, NodeRequest, place
 from dsx.run.refused import RunRefused
+from dsx.run.pipeline import pipeline_flags, pipeline_plan, pipeline_stages
 
 DEFAULT_RESULTS = "results/runs.jsonl"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -65,6 +66,14 @@ class RunRequest(NodeRequest):
     """Bytes one rank may use (CUDA: caching-allocator limit; CPU ranks: RLIMIT_DATA); None: no cap."""
     sweep: dict[str, Any] | None = None
     """dsx.results.SweepInfo fields when the run is a trial of `dsx sweep` (copied into the row)."""
+    sparse_attention: str | None = None
+    """--sparse-attention WORD (dsx.sparse.spec.parse_word); None: the config's sparse_attention block, if any."""
+    sparse_sets: tuple[str, ...] = ()
+    """--sparse-set KEY=VALUE: keys of the sparse_attention layout block."""
+    pipeline_stages: int | None = None
+    """--pipeline-stages: run the model as a deepspeed.pipe.PipelineModule of this many stages (dsx.pipeline)."""
+    pipeline_partition: str | None = None
+    """--pipeline-partition: DeepSpeed's partition_method (parameters, uniform, type:REGEX); None: parameters."""
     comm_log: bool = True
     """Count communication with DeepSpeed's comms logger (dsx.comm.logger; --no-comm-log turns it off)."""
     python: str | None = None
@@ -91,6 +100,10 @@ class Trial:
     key: str
     layout: Any = None
     """dsx.hostfile.Layout of a hostfile run, else None."""
+    sparse: Any = None
+    """dsx.sparse.planning.SparseDecision when the run asked for sparse attention, else None."""
+    pipeline: Any = None
+    """dsx.rank.protocol.PipelinePlan of a pipeline run, else None."""
     lane: Any = None
     """dsx.lane.Lane of a `--python` run, else None."""
 
@@ -98,6 +111,14 @@ class Trial:
 def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str]]:
     """(config, source, warnings), linted for the ranks' DeepSpeed (the lane's, else the installed one). Lint
     errors, "auto" values, an unreadable file -> RunRefused."""
+    config, source, warnings, _ = _resolve_config(request, world_size, lane)
+    return config, source, warnings
+
+
+def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str], Any]:
+    """resolve_config, plus the sparse_attention block dsx applies itself (dsx.sparse.spec.take_block): taken out
+    of the config before lint for a DeepSpeed 0.19 target, which rejects it."""
+    from dsx.sparse.spec import take_block
     from dsx.lint.engine import lint
     from dsx.onebit import FLAG_KINDS, kind_of, refusal_on, run_defaults
     from dsx.versions import VersionError, resolve_target
@@ -138,12 +159,16 @@ def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tu
         from dsx.presets import PRESETS
 
         changes: dict[str, Any] = {}
+        preset_block = None
         if request.preset:
             if request.preset not in PRESETS:
                 raise RunRefused(f"unknown --preset '{request.preset}' (known: {', '.join(PRESETS)})")
             changes.update(PRESETS[request.preset].changes)
+            if "sparse_attention" in changes:  # dsx applies it: the preset's mode becomes the config's block
+                preset_block = {"mode": changes.pop("sparse_attention")}
         sets = tuple(changes.pop("sets", ()))
         changes.update({k: v for k, v in request.config_flags.items() if v is not None})
+        sets += pipeline_flags(request, changes, world_size)
         if changes.get("onebit") in FLAG_KINDS and not target.is_legacy:
             raise RunRefused(refusal_on(target, FLAG_KINDS[changes["onebit"]], f"--onebit {changes['onebit']}"))
         onebit_sets = tuple(run_defaults(changes, request.ds_sets, request.warmup, request.steps))
@@ -160,15 +185,21 @@ def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tu
         except ConfigRequestError as exc:
             raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
         source = "flags"
+        if preset_block is not None and "sparse_attention" not in config:
+            config["sparse_attention"] = preset_block
     if (kind := kind_of(config)) and not target.is_legacy:
         raise RunRefused(refusal_on(target, kind, f"{request.config_path or 'the config'}: optimizer.type"))
-    findings = lint(config, target=target, world_size=world_size, duplicate_keys=duplicates)
+    sparse = take_block(config, target.is_legacy)
+    data_parallel = world_size // (pipeline_stages(request, config, world_size) or 1)
+    findings = lint(config, target=target, world_size=data_parallel, duplicate_keys=duplicates)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         lines = "\n".join("  " + f.render() for f in errors)
-        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at world size {world_size}:\n{lines}")
+        size = (f"world size {world_size}" if data_parallel == world_size else
+                f"data-parallel size {data_parallel} ({world_size} ranks / {world_size // data_parallel} pipeline stages)")
+        raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at {size}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
-    return config, source, warnings
+    return config, source, warnings, sparse
 
 
 def resolve_lane(python: str | None, env: dict[str, str] | None = None):
@@ -208,12 +239,23 @@ def resolve_trial(request: RunRequest) -> Trial:
     if layout is None and device == "cpu" and request.compile:
         notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
     lane = resolve_lane(request.python)
-    config, source, warnings = resolve_config(request, world, lane)
+    config, source, warnings, taken = _resolve_config(request, world, lane)
     notes += warnings
     from dsx.onebit import run_problems
 
     if problems := run_problems(config, device, lane):
         raise RunRefused(problems[0])
+    from dsx.sparse.spec import SparseRequestError, resolve_block
+
+    try:
+        requested, block = resolve_block(request.sparse_attention, request.sparse_sets, taken.block,
+                                         f"--config {request.config_path}" if request.config_path else "the config")
+    except SparseRequestError as exc:
+        raise RunRefused(str(exc)) from None
+    if block is not None and request.attn != "sdpa":
+        raise RunRefused(f"--attn {request.attn} cannot be combined with sparse attention ({requested}): sparse "
+                         "attention is its own attention implementation (FlexAttention on CUDA, a masked SDPA on "
+                         "CPU); drop --attn")
     if request.inject_failure:
         from dsx.rank.protocol import parse_injection
 
@@ -239,11 +281,24 @@ def resolve_trial(request: RunRequest) -> Trial:
         fill_buckets(config, count_params(resolved), request.ds_sets)
     from dsx.schema.batch import BatchError, solve_batch
 
+    pipeline = pipeline_plan(request, config, world, resolved, notes)
     try:
-        batch = solve_batch(world, config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
-                            config.get("gradient_accumulation_steps"))
+        batch = solve_batch(world // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
+                            config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
     except (BatchError, TypeError) as exc:
         raise RunRefused(f"batch sizes: {exc}") from None
+    sparse = None
+    if block is not None:
+        from dsx.sparse.planning import decide
+
+        origin = ("--sparse-set" if request.sparse_sets or taken.block is None else
+                  f"--config {request.config_path}" if request.config_path else f"--preset {request.preset}")
+        try:
+            sparse = decide(requested, block, resolved, device, handed_to_deepspeed=taken.handed, origin=origin,
+                            micro_batch=batch.train_micro_batch_size_per_gpu)
+        except SparseRequestError as exc:
+            raise RunRefused(str(exc)) from None
+        notes += sparse.notes
     optimizer = (config.get("optimizer") or {})
     if optimizer.get("type", "").lower() in ("adam", "adamw") and not (optimizer.get("params") or {}).get(
             "torch_adam") and not (config.get("zero_optimization") or {}).get("offload_optimizer"):
@@ -256,10 +311,13 @@ def resolve_trial(request: RunRequest) -> Trial:
                  key=trial_key(ds_config=config, model={"model": resolved.name, "overrides": resolved.overrides,
                                                         "seq_len": resolved.seq_len, "vocab_pad": resolved.vocab_pad},
                                toggles={"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
-                                        "act_ckpt": request.act_ckpt},
+                                        "act_ckpt": request.act_ckpt,
+                                        **({"sparse_attention": {"requested": requested, **sparse.info["params"]}}
+                                           if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
                                memory_cap=request.memory_cap,
                                nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None,
+                               pipeline=pipeline.model_dump() if pipeline else None,
                                lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None),
-                 layout=layout, lane=lane)
+                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane)
 

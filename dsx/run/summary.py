@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dsx.config_facts import offload_devices, zero_stage
 from dsx.results import RunRow
+from dsx.run.pipeline import summary_lines as pipeline_lines
+from dsx.sparse.rows import summary_lines as sparse_lines
 from dsx.units import format_bytes
 
 
@@ -30,10 +32,13 @@ def summary(row: RunRow, results: str) -> str:
             "  MFU         - (" + ("CPU run" if row.device == "cpu" else f"no peak for {row.gpu_name!r} in dsx.gpus")
             + ")",
         ]
+    if row.sparse_attention is not None:
+        lines += sparse_lines(row.sparse_attention)
     if f.flop_check_note:
         lines.append(f"  flop check  {f.flop_check_note}")
     lines.append(f"  memory max  allocated {format_bytes(m.peak_allocated)}, reserved {format_bytes(m.peak_reserved)}, NVML "
                  f"{format_bytes(m.nvml_used)}, host RSS {format_bytes(m.host_rss_peak)}, pinned {format_bytes(m.pinned_host)}")
+    lines += pipeline_lines(row.pipeline, row.device)
     if row.comm is not None:
         lines.append(comm_line(row))
     if o.total_s is not None:

@@ -191,9 +191,11 @@ SECTIONS: dict[str, SectionSpec] = {s.key: s for s in (
           "DeepSpeed autotuner settings (used by `deepspeed --autotuning`)."),
     # removed in DeepSpeed 0.19 (valid for 0.18 targets only)
     _spec("sparse_attention", "sparse_attention", "SparseAttentionConfig",
-          "Block-sparse attention layouts (DeepSpeed 0.18 and older; never ran on torch >= 2).",
-          removed_in=REMOVED, instead="dsx's own sparse attention runtime (FlexAttention block masks, coming in "
-          "dsx run) or dense flash/SDPA attention"),
+          "Block-sparse attention layouts (DeepSpeed 0.18 and older, whose kernels never ran on torch >= 2; dsx run "
+          "applies them with FlexAttention).",
+          removed_in=REMOVED, instead="dsx run, which applies the block itself (FlexAttention block masks, "
+          "dsx.sparse) and hands DeepSpeed the config without it; a script of yours that gives this file to "
+          "DeepSpeed 0.19 must drop the block"),
     _spec("elasticity", "legacy", "ElasticityConfig", "Elastic training batch-size solver (0.18 and older).",
           removed_in=REMOVED,
           instead="set train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps directly"),

@@ -35,15 +35,28 @@ class Configuration:
     gpus: int | None
     vary: tuple[tuple[str, Any], ...] = ()
     """Model overrides of this point (`--vary`), in the order given; seq_len and vocab_pad included."""
+    sparse: str | None = None
+    """--sparse-attention word of this point (dsx.sparse); None: dense attention, no sparse request."""
+    pipeline_stages: int | None = None
+    """--pipeline-stages: the model as a DeepSpeed pipeline of this many stages; None: no pipeline."""
+    grad_accum: int | None = None
+    """This point's gradient accumulation (a pipeline's micro-batches per step) when --grad-accum lists several;
+    None: the spec's one value."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["vary"] = dict(self.vary)
+        for key in ("sparse", "pipeline_stages", "grad_accum"):  # rows of sweeps without these axes stay as they were
+            if data[key] is None:
+                del data[key]
         return data
 
     @property
     def label(self) -> str:
         extra = ([] if self.gpus is None else [f"{self.gpus}gpu"]) + [f"{k}={v}" for k, v in self.vary]
+        extra += [f"sparse={self.sparse}"] if self.sparse is not None else []
+        extra += ([] if self.pipeline_stages is None else [f"pp{self.pipeline_stages}"]) + (
+            [] if self.grad_accum is None else [f"ga{self.grad_accum}"])
         return configuration_label(zero=self.zero, offload=self.offload, offload_params=self.offload_params,
                                    precision=self.precision, act_ckpt=self.act_ckpt, compile=self.compile,
                                    extra=extra)
@@ -56,6 +69,8 @@ class Configuration:
             return "parameter offload needs ZeRO-3"
         if "nvme" in (self.offload, self.offload_params) and not nvme_path:
             return "NVMe offload needs --nvme-path"
+        if self.pipeline_stages is not None and self.zero >= 2:
+            return "pipeline stages need ZeRO 0 or 1 (DeepSpeed refuses ZeRO-2/3 with a pipeline)"
         return None
 
 
@@ -79,7 +94,11 @@ class SweepSpec:
     mb_tolerance: float = 0.0
     """Stop bisecting when (first OOM - largest fit) <= max(1, tolerance x largest fit): 0 finds the exact boundary,
     0.25 saves trials on big models."""
-    grad_accum: int = 1
+    grad_accum: int | list[int] = 1
+    """One value for every trial, or a list: an axis (with --pipeline-stages, the pipeline's micro-batches)."""
+    pipeline_stages: list[int | None] = field(default_factory=lambda: [None])
+    """--pipeline-stages axis: stage counts, None for no pipeline."""
+    pipeline_partition: str | None = None
     steps: int = 5
     warmup: int = 2
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -109,6 +128,10 @@ class SweepSpec:
     nodes: dict[str, Any] = field(default_factory=dict)
     """dsx run's multi-node options for every trial (hostfile, launcher, include, exclude, num_nodes, master_addr,
     master_port, ssh_port), those given only."""
+    sparse_attention: list[str | None] = field(default_factory=lambda: [None])
+    """The --sparse-attention axis (words of dsx.sparse.spec; None: dense, no sparse request)."""
+    sparse_sets: tuple[str, ...] = ()
+    """--sparse-set KEY=VALUE for every trial with sparse attention."""
     python: str | None = None
     """The ranks' interpreter of every trial (`--python`, dsx.lane)."""
 
@@ -119,8 +142,12 @@ class SweepSpec:
                 "warmup", "overrides", "seq_len", "vocab_pad", "nvme_path", "optimizer", "lr", "ds_sets", "attn",
                 "tf32", "memory_cap")
         nodes = {"nodes": self.nodes} if self.nodes else {}  # ids of single-node sweeps stay as they were
-        lane = {"python": self.python} if self.python else {}  # so do those of sweeps without --python
-        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **lane})[:16]
+        sparse = ({"sparse_attention": self.sparse_attention, "sparse_sets": self.sparse_sets}
+                  if self.sparse_attention != [None] or self.sparse_sets else {})
+        if self.pipeline_stages != [None]:  # and of sweeps without a pipeline
+            nodes.update(pipeline_stages=self.pipeline_stages, pipeline_partition=self.pipeline_partition)
+        lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
+        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **sparse, **lane})[:16]
 
     def vary_points(self) -> list[tuple[tuple[str, Any], ...]]:
         if not self.vary:
@@ -131,9 +158,11 @@ class SweepSpec:
         return [tuple(zip(keys, values)) for values in itertools.product(*(self.vary[k] for k in keys))]
 
     def configurations(self) -> list[Configuration]:
-        return [Configuration(z, o, op, p, a, c, g, v) for z, o, op, p, a, c, g, v in itertools.product(
-            self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile, self.gpus,
-            self.vary_points())]
+        accums = self.grad_accum if isinstance(self.grad_accum, list) else [None]
+        return [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga)
+                for z, o, op, p, a, c, g, v, sp, pp, ga in itertools.product(
+                    self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile,
+                    self.gpus, self.vary_points(), self.sparse_attention, self.pipeline_stages, accums)]
 
 
 

@@ -106,7 +106,9 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
         def setup(micro_batch: int) -> Setup:
             return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
                          micro_batch=micro_batch, grad_accum=trial.grad_accum, attn=spec.attn,
-                         act_ckpt=configuration.act_ckpt, gpu=kind, memory_limit=spec.memory_cap)
+                         act_ckpt=configuration.act_ckpt, gpu=kind, memory_limit=spec.memory_cap,
+                         pipeline_stages=trial.pipeline.stages if trial.pipeline else None,
+                         pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters")
         try:
             predicted = estimate(setup(first))
         except EstimateError:

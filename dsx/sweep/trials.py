@@ -38,15 +38,18 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
             overrides[key] = value
     flags = {"zero": configuration.zero, "offload": configuration.offload,
              "offload_params": configuration.offload_params, "nvme_path": spec.nvme_path,
-             "precision": configuration.precision, "micro_batch": micro_batch, "grad_accum": spec.grad_accum,
-             "optimizer": spec.optimizer, "lr": spec.lr}
+             "precision": configuration.precision, "micro_batch": micro_batch,
+             "grad_accum": configuration.grad_accum or spec.grad_accum, "optimizer": spec.optimizer, "lr": spec.lr}
     request = RunRequest(
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
         ds_sets=tuple(spec.ds_sets), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
         compile=configuration.compile, attn=spec.attn, act_ckpt=configuration.act_ckpt, results=spec.results,
-        timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap, python=spec.python,
+        timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap, sparse_attention=configuration.sparse,
+        sparse_sets=tuple(spec.sparse_sets) if configuration.sparse not in (None, "none") else (), python=spec.python,
         sweep={"sweep_id": spec.sweep_id(), "configuration": configuration.as_dict(), "label": configuration.label,
                "search": search},
+        pipeline_stages=configuration.pipeline_stages,
+        pipeline_partition=spec.pipeline_partition if configuration.pipeline_stages else None,
         **spec.nodes,
     )
     request.command = run_command(request)
@@ -69,12 +72,20 @@ def run_command(request) -> list[str]:
         argv += ["--ds-set", item]
     if request.gpus is not None:
         argv += ["--gpus", str(request.gpus)]
+    if request.pipeline_stages is not None:
+        argv += ["--pipeline-stages", str(request.pipeline_stages)]
+    if request.pipeline_partition is not None:
+        argv += ["--pipeline-partition", request.pipeline_partition]
     argv += ["--steps", str(request.steps), "--warmup", str(request.warmup)]
     for flag, on in (("--tf32", request.tf32), ("--compile", request.compile), ("--act-ckpt", request.act_ckpt)):
         if on:
             argv.append(flag)
     if request.attn != "sdpa":
         argv += ["--attn", request.attn]
+    if request.sparse_attention is not None:
+        argv += ["--sparse-attention", request.sparse_attention]
+    for item in request.sparse_sets:
+        argv += ["--sparse-set", item]
     if request.memory_cap is not None:
         argv += ["--memory-cap", str(request.memory_cap)]
     if request.hostfile:

@@ -1,0 +1,75 @@
+"""One attention call, forward + backward, of dsx's sparse attention (dsx.sparse.attention: the bigbird layout as a
+FlexAttention BlockMask, compiled) against dense causal SDPA, at the shape of one gpt2-medium layer (batch 1, 16
+heads, head dim 64, bf16): the kernel alone, without the model around it, to tell the kernel's speed-up from the
+end-to-end one (bench/sparse/README.md). CUDA only.
+
+    PYTHONPATH=. python3 bench/sparse/kernel.py [SEQ ...]      (default 4096 8192 16384 32768 65536)
+
+Per sequence length: warm-up (compilation) then 20 timed calls between device synchronisations, median; one JSON
+line each, then a table."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from dsx.sparse.attention import SparseAttention
+from dsx.sparse.layouts import make_layout
+from dsx.sparse.spec import block_model
+
+HEADS, HEAD_DIM, BLOCK = 16, 64, 128
+BIGBIRD = {"mode": "bigbird", "block": BLOCK}  # the config parser's other defaults, as bench/sparse/h100.sh runs it
+
+
+def timed(fn, repeats: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(seqs: list[int]) -> None:
+    import random
+
+    device = torch.device("cuda")
+    lines = []
+    for seq in seqs:
+        params = block_model(BIGBIRD)
+        layout = make_layout(params, HEADS, seq, rng=random.Random(1234), compact=True)
+        sparse = SparseAttention(layout=layout, block=BLOCK, unidirectional=False, kernel="flex")
+        q, k, v = (torch.randn(1, HEADS, seq, HEAD_DIM, device=device, dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        grad = torch.randn(1, HEADS, seq, HEAD_DIM, device=device, dtype=torch.bfloat16)
+
+        def dense():
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out.backward(grad)
+
+        def flex():
+            out = sparse.attend(q, k, v, None, HEAD_DIM ** -0.5, True)
+            out.backward(grad)
+
+        result = {"seq": seq, "dense_ms": timed(dense) * 1e3, "flex_ms": timed(flex) * 1e3,
+                  "tiles": sparse.kept_tiles(seq, True), "torch": torch.__version__,
+                  "gpu": torch.cuda.get_device_name(device)}
+        result["speedup"] = result["dense_ms"] / result["flex_ms"]
+        print(json.dumps(result), flush=True)
+        lines.append(result)
+    print("| seq | dense SDPA fwd+bwd ms | bigbird flex fwd+bwd ms | kept 128-tiles | speed-up |")
+    print("|---|---|---|---|---|")
+    for r in lines:
+        print(f"| {r['seq']:,} | {r['dense_ms']:.2f} | {r['flex_ms']:.2f} | {r['tiles']:,} | {r['speedup']:.2f}x |")
+
+
+if __name__ == "__main__":
+    main([int(x) for x in sys.argv[1:]] or [4096, 8192, 16384, 32768, 65536])

@@ -1,0 +1,81 @@
+"""The sparse-attention table of bench/sparse/README.md, from the rows bench/sparse/h100.sh wrote: per model and
+sequence length, dense SDPA first, then each sparse layout with its speed and memory against that dense row, the
+predicted attention speed-up, what `--sparse-attention auto` runs there and whether that was right.
+
+    PYTHONPATH=. python3 bench/sparse/summary.py bench/sparse/h100/runs.jsonl
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dsx.report.long_context import attention_text
+from dsx.results import read_rows
+from dsx.sparse.predict import AUTO_MARGIN
+
+TARGET_SEQ, TARGET_SPEEDUP = 32768, 3.0
+
+
+def _key(row: dict) -> tuple:
+    return row["model"]["preset"], row["model"]["seq_len"]
+
+
+def _auto(row: dict, ratio: float | None) -> str:
+    """What auto runs for this row's layout (from its predicted attention speed-up) and whether it lost speed."""
+    predicted = (row.get("sparse_attention") or {}).get("predicted_attention_speedup")
+    if predicted is None:
+        return "-"
+    if predicted < AUTO_MARGIN:
+        return "dense" + (f" (sparse measured {ratio:.2f}x)" if ratio is not None else "")
+    if ratio is None:
+        return "sparse"
+    return "sparse: ok" if ratio >= 1 else f"sparse: SLOWER ({ratio:.2f}x)"
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def cells(row: dict, base: dict | None) -> list[str]:
+    """One table line: the row's figures, and its ratios to the dense row of its model and length (`base`)."""
+    sparse, figures, peak = row.get("sparse_attention") or {}, row["figures"], row["memory"]["max"]
+    tokens = figures.get("tokens_per_s")
+    reserved = peak.get("peak_reserved") or peak.get("host_rss_peak")
+    if row is base:
+        ratio = memory = 1.0
+    else:
+        ratio = tokens / base["figures"]["tokens_per_s"] if tokens and base else None
+        base_memory = base and (base["memory"]["max"].get("peak_reserved") or base["memory"]["max"].get("host_rss_peak"))
+        memory = reserved / base_memory if reserved and base_memory else None
+    step = (figures.get("step_time_s") or {}).get("median")
+    return [row["model"]["preset"], f"{row['model']['seq_len']:,}", attention_text(row),
+            str(sparse.get("block", "-")), _fmt(sparse.get("tile_fraction"), ".1%"), row["status"],
+            _fmt(step and step * 1e3, ",.0f"), _fmt(tokens, ",.0f"), _fmt(reserved and reserved / 2**30, ".1f"),
+            _fmt(ratio, ".2f"), _fmt(memory, ".2f"), _fmt(sparse.get("predicted_attention_speedup"), ".2f"),
+            _auto(row, None if row is base else ratio)]
+
+
+def main(path: str) -> int:
+    rows = read_rows(path)
+    dense = {_key(r): r for r in rows if not r.get("sparse_attention") and r["status"] == "ok"}
+    print("| model | seq | attention | block | tiles | status | step ms | tokens/s | reserved GiB | speed× dense "
+          "| mem× dense | predicted attn× | auto runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    targets = {}
+    for row in sorted(rows, key=lambda r: (r["model"]["preset"] != "gpt2-medium", r["model"]["preset"],
+                                           r["model"]["seq_len"], attention_text(r) != "dense", attention_text(r))):
+        line = cells(row, dense.get(_key(row)))
+        print("| " + " | ".join(line) + " |")
+        if row["model"]["seq_len"] == TARGET_SEQ and attention_text(row) == "bigbird" and line[9] != "-":
+            targets[row["model"]["preset"]] = float(line[9])
+    print()
+    for model, ratio in targets.items():
+        print(f"Target (bigbird >= {TARGET_SPEEDUP:g}x dense tokens/s at {TARGET_SEQ:,} tokens), {model}: "
+              f"{ratio:.2f}x, {'met' if ratio >= TARGET_SPEEDUP else 'NOT met'}.")
+    if not targets:
+        print(f"Target (bigbird >= {TARGET_SPEEDUP:g}x dense tokens/s at {TARGET_SEQ:,} tokens): no pair of ok rows.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
