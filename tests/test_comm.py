@@ -264,3 +264,22 @@ def test_on_one_rank_only_the_gradient_reduction_is_left(tiny):
         assert p.bytes_per_step == gradients, stage
         assert p.notes == ["one rank: DeepSpeed still reduces the gradients, on a group of one, and skips its "
                            "all-gathers"]
+
+
+@pytest.mark.deepspeed
+def test_deepspeed_turns_the_logger_on_for_a_block_that_says_enabled_false():
+    """Pins what the linter warns about (comms-logger-on) (DeepSpeed 0.19.8 here; 0.18.9 reads the same code)."""
+    import deepspeed.comm as dist
+    import deepspeed.comm.comm as ds_comm
+    from deepspeed.comm.config import DeepSpeedCommsConfig
+
+    class Config:
+        comms_config = DeepSpeedCommsConfig({"comms_logger": {"enabled": False}})
+
+    was = ds_comm.comms_logger.enabled
+    try:
+        dist.configure(enabled=False)
+        dist.configure(deepspeed_config=Config())
+        assert ds_comm.comms_logger.enabled is True
+    finally:
+        dist.configure(enabled=was)
