@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -96,23 +95,22 @@ def _mtime(path: str) -> float | None:
 
 
 def _run_probe(python: str, env: Mapping[str, str], timeout_s: float) -> dict:
-    flag = "--python"
+    from dsx.launcher import capture  # the module that starts processes
+
+    code, output = capture([python, "-c", PROBE], timeout_s, env)
+    if code is None:
+        why = f"did not answer within {timeout_s:g} s" if "timed out" in output else \
+            f"not an interpreter dsx can start ({output})"
+        raise LaneError(f"--python {python}: {why}")
+    lines = output.splitlines()
     try:
-        out = subprocess.run([python, "-c", PROBE], env=dict(env), capture_output=True, text=True,
-                             timeout=timeout_s, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise LaneError(f"{flag} {python}: did not answer within {timeout_s:g} s") from None
-    except OSError as exc:
-        raise LaneError(f"{flag} {python}: not an interpreter dsx can start ({exc.strerror or exc})") from None
-    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    try:
-        facts = json.loads(lines[-1]) if lines and out.returncode == 0 else None
-    except json.JSONDecodeError:
+        facts = json.loads(next(line for line in reversed(lines) if line.startswith("{"))) if code == 0 else None
+    except (StopIteration, json.JSONDecodeError):
         facts = None
     if not isinstance(facts, dict):
-        said = (out.stderr.strip().splitlines() or
-                ["it printed no answer" if out.returncode == 0 else f"exit status {out.returncode}"])[-1][:200]
-        raise LaneError(f"{flag} {python}: not a Python interpreter dsx can use ({said})")
+        said = [line for line in lines if line.strip()]
+        said = (said[-1] if said else "it printed no answer" if code == 0 else f"exit status {code}")[:200]
+        raise LaneError(f"--python {python}: not a Python interpreter dsx can use ({said})")
     return facts
 
 

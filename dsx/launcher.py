@@ -509,10 +509,12 @@ def _remove_leftovers(plan: LaunchPlan, before: bool) -> list[str]:
     return messages
 
 
-def capture(argv: Sequence[str], timeout_s: float = 15.0) -> tuple[int | None, str]:
-    """Run a short probe; (exit status or None when it could not run / timed out, stdout+stderr)."""
+def capture(argv: Sequence[str], timeout_s: float = 15.0, env: Mapping[str, str] | None = None) -> tuple[int | None, str]:
+    """Run a short probe (with `env`, default this process's environment); (exit status or None when it could not
+    run / timed out, stdout+stderr, or the error's text)."""
     try:
-        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                             env=None if env is None else dict(env))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, str(exc)
     return out.returncode, (out.stdout + out.stderr)

@@ -51,6 +51,14 @@ def test_a_program_that_is_not_python_is_refused(env, tmp_path):
         probe(str(fake), env)
 
 
+def test_a_file_the_system_cannot_start_is_refused(env, tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text("#!/no/such/interpreter\n")
+    broken.chmod(0o755)
+    with pytest.raises(LaneError, match=rf"^--python {broken}: not an interpreter dsx can start \(\[Errno 2\]"):
+        probe(str(broken), env)
+
+
 def test_an_interpreter_without_deepspeed_is_refused_with_the_install_command(env, tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
     python = tmp_path / "bare" / "bin" / "python"
