@@ -39,6 +39,8 @@ from dsx import leftovers, op_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 RANK_SCRIPT = ROOT / "dsx" / "rank" / "train_rank.py"
+LANE_EXEC = ROOT / "dsx" / "rank" / "lane_exec.py"
+"""Re-executes a rank with the `--python` interpreter (dsx.lane): launch.py starts it with the runner's."""
 
 # One entry of TORCH_CUDA_ARCH_LIST as DeepSpeed's op builder can parse it: it splits on "." and calls int() on
 # each part after dropping "+PTX" (builder.py compute_capability_args), so "9.0a" and "10.0f" kill the JIT build.
@@ -203,16 +205,36 @@ def user_rank_command(command: Sequence[str]) -> tuple[list[str], list[str]]:
     return command, ["--no_python"]
 
 
+def ranks_pythonpath(base_env: Mapping[str, str]) -> str | None:
+    """The PYTHONPATH the ranks get: this checkout first (so a rank imports this dsx), unless dsx is installed
+    (then it is unchanged: None)."""
+    if ROOT.name == "site-packages":
+        return None
+    paths = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([str(ROOT), *[p for p in paths if p != str(ROOT)]])
+
+
+def _lane_command(rank_python: str, rank_command: list[str], runner_flags: list[str]) -> tuple[list[str], list[str]]:
+    """(rank command, runner flags) that start `rank_command` with `rank_python` through the trampoline."""
+    if "--no_python" in runner_flags:
+        raise LaunchError("--python starts Python ranks: give the command as -- python SCRIPT.py ARGS or -- python -m "
+                          "MODULE ARGS")
+    module = ["-m"] if "--module" in runner_flags else []
+    return [str(LANE_EXEC), rank_python, *module, *rank_command], [f for f in runner_flags if f != "--module"]
+
+
 def build_launch(*, plan_json: str | None = None, world_size: int, device: str, master_port: int,
                  base_env: Mapping[str, str], cwd: str, python: str = sys.executable,
                  gpu_capabilities: Sequence[tuple[int, int]] | None = None, cpu_count: int | None = None,
                  master_addr: str = "127.0.0.1", nodes: Nodes | None = None,
-                 user_command: Sequence[str] | None = None, local_rank_arg: bool = True) -> LaunchPlan:
+                 user_command: Sequence[str] | None = None, local_rank_arg: bool = True,
+                 rank_python: str | None = None, extensions_dir: str | None = None) -> LaunchPlan:
     """The launcher command line and the child environment for a run (one node, or the nodes of a hostfile) of
     dsx's rank script with its plan (plan_json), or of a user's command (dsx launch; the runner appends
     --local_rank=N to its arguments, as DeepSpeed does by default, unless local_rank_arg is False).
-    Pure: reads only its arguments (pass os.environ as base_env) and this interpreter's environment (which names
-    the op cache, dsx.op_cache), changes nothing."""
+    rank_python: the ranks' interpreter when it is not the runner's (`--python`, dsx.lane), with extensions_dir
+    its op cache. Pure: reads only its arguments (pass os.environ as base_env) and this interpreter's environment
+    (which names the op cache, dsx.op_cache), changes nothing."""
     if world_size < 1:
         raise LaunchError(f"world size must be at least 1, got {world_size}")
     if device not in ("cuda", "cpu"):
@@ -261,10 +283,17 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
     argv += ["--master_addr", master_addr, "--master_port", str(master_port)]
     if user_command is not None:
         rank_command, runner_flags = user_rank_command(user_command)
+        if rank_python:
+            rank_command, runner_flags = _lane_command(rank_python, rank_command, runner_flags)
         argv += runner_flags + ([] if local_rank_arg else ["--no_local_rank"])
     else:
         argv += ["--no_local_rank"]
         rank_command = [str(RANK_SCRIPT), "--plan-json", str(plan_json)]
+        if rank_python:
+            rank_command, _ = _lane_command(rank_python, rank_command, [])
+    if rank_python:
+        notes.append(f"the ranks run {rank_python} (--python), started through {LANE_EXEC.name}; DeepSpeed's runner "
+                     f"runs {python}")
     node_argvs = []
     if nodes is not None and nodes.launcher == "no-ssh":
         node_argvs = [argv + ["--no_ssh", "--node_rank", str(i)] + rank_command
@@ -290,7 +319,11 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
         if note:
             setenv("TORCH_CUDA_ARCH_LIST", arch or None)
             notes.append(note)
-    if base_env.get("TORCH_EXTENSIONS_DIR"):
+    if extensions_dir:
+        setenv("TORCH_EXTENSIONS_DIR", extensions_dir)
+        notes.append(f"the ranks' JIT-built ops are cached in TORCH_EXTENSIONS_DIR={extensions_dir} (their DeepSpeed's "
+                     "own folder: ops of two DeepSpeed versions in one folder rebuild each other)")
+    elif base_env.get("TORCH_EXTENSIONS_DIR"):
         notes.append(f"JIT-built ops are cached in TORCH_EXTENSIONS_DIR={base_env['TORCH_EXTENSIONS_DIR']}")
     else:
         cache = str(op_cache.environment_dir(base_env))
@@ -302,17 +335,17 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
     # The ranks find ninja and the compiler wrappers on PATH for JIT builds, and torch rebuilds an op when the
     # build environment changed (measured: every op again when PATH lost the venv's bin). Remote ranks get the
     # venv's bin first (remote_environment), so local ranks get the same: one build serves every launch.
-    venv_bin = str(Path(python).parent)
+    # A lane's ranks find their own venv's tools first, then this one's.
+    bins = list(dict.fromkeys(([str(Path(rank_python).parent)] if rank_python else []) + [str(Path(python).parent)]))
     path = [p for p in env.get("PATH", "").split(os.pathsep) if p]
-    if not path or path[0] != venv_bin:
-        setenv("PATH", os.pathsep.join([venv_bin, *[p for p in path if p != venv_bin]]))
+    if path[:len(bins)] != bins:
+        setenv("PATH", os.pathsep.join([*bins, *[p for p in path if p not in bins]]))
 
     # The rank script imports dsx. From an installed dsx that just works; from a source checkout it needs the
     # checkout on sys.path (the script's own folder, dsx/rank/, is what Python puts first; the script drops it).
-    if ROOT.name != "site-packages":
-        paths = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if str(ROOT) not in paths:
-            setenv("PYTHONPATH", os.pathsep.join([str(ROOT), *paths]))
+    pythonpath = ranks_pythonpath(base_env)
+    if pythonpath is not None and str(ROOT) not in base_env.get("PYTHONPATH", "").split(os.pathsep):
+        setenv("PYTHONPATH", pythonpath)
     files: dict[str, str] = {}
     if nodes is not None and nodes.launcher != "no-ssh":
         from dsx.hostfile import deepspeed_env_text
@@ -476,10 +509,12 @@ def _remove_leftovers(plan: LaunchPlan, before: bool) -> list[str]:
     return messages
 
 
-def capture(argv: Sequence[str], timeout_s: float = 15.0) -> tuple[int | None, str]:
-    """Run a short probe; (exit status or None when it could not run / timed out, stdout+stderr)."""
+def capture(argv: Sequence[str], timeout_s: float = 15.0, env: Mapping[str, str] | None = None) -> tuple[int | None, str]:
+    """Run a short probe (with `env`, default this process's environment); (exit status or None when it could not
+    run / timed out, stdout+stderr, or the error's text)."""
     try:
-        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                             env=None if env is None else dict(env))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, str(exc)
     return out.returncode, (out.stdout + out.stderr)

@@ -36,13 +36,26 @@ def _version(package: str) -> str:
         return "none"
 
 
-def environment_dir(env: Mapping[str, str], prefix: str | None = None) -> Path:
-    """This Python environment's op folder (see the module's docstring); `prefix` defaults to sys.prefix."""
+def environment_dir(env: Mapping[str, str], prefix: str | None = None, *, python: str | None = None,
+                    torch: str | None = None, deepspeed: str | None = None) -> Path:
+    """A Python environment's op folder (see the module's docstring): this one's by default; another's (a
+    `--python` lane, dsx.lane) from its prefix and its Python, torch and DeepSpeed versions."""
     prefix = str(Path(prefix or sys.prefix).resolve())
     tag = hashlib.sha256(prefix.encode()).hexdigest()[:10]
-    name = (f"py{sys.version_info.major}.{sys.version_info.minor}-torch{_version('torch')}-"
-            f"deepspeed{_version('deepspeed')}-{tag}")
+    python = python or f"{sys.version_info.major}.{sys.version_info.minor}"
+    name = (f"py{'.'.join(python.split('.')[:2])}-torch{torch or _version('torch')}-"
+            f"deepspeed{deepspeed or _version('deepspeed')}-{tag}")
     return dsx_cache(env) / "torch_extensions" / name
+
+
+def lane_dir(env: Mapping[str, str], lane) -> Path:
+    """The op folder of a lane's ranks (dsx.lane.Lane): its environment's own, or, under a TORCH_EXTENSIONS_DIR the
+    user set, a deepspeed-<version> folder inside it when the lane's DeepSpeed is not this one's (0.18.9 and 0.19.8
+    build ops of the same names from different sources, so one folder would rebuild them at every switch)."""
+    if env.get(ENV_VAR):
+        chosen = Path(env[ENV_VAR])
+        return chosen if lane.deepspeed == _version("deepspeed") else chosen / f"deepspeed-{lane.deepspeed}"
+    return environment_dir(env, lane.prefix, python=lane.python_version, torch=lane.torch, deepspeed=lane.deepspeed)
 
 
 def effective_dir(env: Mapping[str, str]) -> tuple[Path, bool]:

@@ -355,3 +355,10 @@ def test_compile_pass_new_in_0_19_is_refused_for_0_18():
     f = one(cfg, target=OLD)
     assert (f.path, f.code) == ("compile.passes", "not-in-target")
     assert not [x for x in run(cfg) if x.code == "not-in-target"]
+
+
+def test_a_comms_logger_block_with_enabled_false_is_flagged_because_deepspeed_logs_anyway():
+    finding = one(config(comms_logger={"enabled": False}))
+    assert (finding.path, finding.severity, finding.code) == ("comms_logger.enabled", "warning", "comms-logger-on")
+    assert finding.message.startswith("comms_logger.enabled false does not turn the logger off")
+    assert run(config(comms_logger={"enabled": True})) == []

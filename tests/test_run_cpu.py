@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from dsx.comm import LOGGER_BLOCK
 from dsx.results import SCHEMA_VERSION, config_hash, parse_row, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +97,8 @@ def test_a_cpu_run_appends_one_complete_plausible_row(results, model, ranks, fla
         "cpu" if "--offload-params" in flags else "none")
     assert row.ds_config_hash == config_hash(row.ds_config) and row.ds_config_source == "flags"
     run_dir = Path(row.run_dir)
-    assert json.loads((run_dir / "ds_config.json").read_text()) == row.ds_config
+    ranks_config = json.loads((run_dir / "ds_config.json").read_text())  # the row's, plus DeepSpeed's comms logger
+    assert ranks_config.pop("comms_logger") == LOGGER_BLOCK and ranks_config == row.ds_config
     micro = int(flags[flags.index("--micro-batch") + 1]) if "--micro-batch" in flags else 1
     accum = int(flags[flags.index("--grad-accum") + 1]) if "--grad-accum" in flags else 1
     assert (row.micro_batch, row.grad_accum) == (micro, accum)

@@ -79,10 +79,14 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     except EstimateError as exc:
         raise click.UsageError(str(exc)) from None
     result.notes[:0] = warnings
+    from dsx.comm import param_facts, predict
+
+    comm = predict(config, param_facts(resolved), gpus, setup.grad_accum)
     if as_json:
-        click.echo(json.dumps({"model": resolved.describe(), **result.as_dict()}, indent=2))
+        click.echo(json.dumps({"model": resolved.describe(), **result.as_dict(), "comm": comm.as_dict()}, indent=2))
         return
     click.echo(render(result, resolved.name, setup))
+    click.echo(render_comm(comm, result.params))
 
 
 def render(e, model_name: str, setup) -> str:
@@ -128,6 +132,21 @@ def _pipeline_lines(e) -> list[str]:
         lines.append(f"  stage {s['stage']}: {len(s['layers'])} layers, {s['params']:,} params, peak allocated "
                      f"{_gib(s['peak_allocated'])}" + ("  <- largest" if s["stage"] == p["largest_stage"] else ""))
     return lines
+def render_comm(comm, params: int) -> str:
+    """The communication lines: DeepSpeed's volume per optimizer step and rank, its parts, the ZeRO paper's."""
+    from dsx.units import format_bytes
+
+    lines = [f"communication per optimizer step and rank: {format_bytes(comm.bytes_per_step)} "
+             f"({comm.bytes_per_step / params:.2f} bytes/param; the ZeRO paper's figure: "
+             f"{format_bytes(comm.paper_bytes_per_step)}, {comm.paper_bytes_per_step / params:.2f} bytes/param)"]
+    width = max((len(k) for k in comm.parts), default=0) + 2
+    lines += [f"  {part:<{width}}{format_bytes(size):>12}" for part, size in comm.parts.items()]
+    if comm.compressed_bytes_per_step is not None:
+        lines.append(f"  {'compressed step':<{width}}{format_bytes(comm.compressed_bytes_per_step):>12}")
+    lines += [f"note: {n}" for n in comm.notes]
+    lines.append("note: volume as the ZeRO paper counts it (an all-reduce twice its size), as dsx run's comm measures "
+                 "it (dsx.comm.predict says what DeepSpeed sends per stage)")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

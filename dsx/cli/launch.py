@@ -9,6 +9,7 @@ import tempfile
 
 import click
 
+from dsx.cli.lane_options import python_option
 from dsx.cli.options import node_options
 
 
@@ -34,8 +35,9 @@ from dsx.cli.options import node_options
 @click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
               help="JSON-lines file the launch's row is appended to (the job's output is kept beside it).")
 @click.option("--dry-run", is_flag=True, help="Print the checked launch (commands, environment, layout); run nothing.")
+@python_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len, results, dry_run, command,
+def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len, results, dry_run, python, command,
             **nodes):
     """Launch COMMAND (after --) on every rank, under a DeepSpeed config dsx has checked.
 
@@ -72,9 +74,11 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
     from dsx.launcher import LaunchError, build_launch, run_plan
     from dsx.lint.load import UnreadableConfig, read_config
     from dsx.run.nodes import NodeRequest, gpu_capabilities, launch_nodes, master_addr, place
+    from dsx.run.prepare import lane_launch
     from dsx.run.refused import RunRefused
     from dsx.userjob import preflight
     from dsx.userjob.record import Recorder
+    from dsx.run.request import resolve_lane
     from dsx.versions import VersionError, resolve_target
 
     command = list(command)
@@ -90,9 +94,10 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
             device, visible = detect_device()
             placement = place(node_request, gpus, device, visible)
             world = placement.world_size
+            lane = resolve_lane(python)
             try:
                 loaded = read_config(config_path)
-                target = resolve_target(None)
+                target = resolve_target(lane.deepspeed if lane else None)
             except (UnreadableConfig, VersionError) as exc:
                 raise RunRefused(str(exc)) from None
             checked = preflight.check(loaded.data, duplicate_keys=loaded.duplicate_keys, target=target,
@@ -118,7 +123,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
                                     master_port=node_request.master_port or free_port(), base_env=env,
                                     cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
                                     master_addr=master_addr(node_request, placement), nodes=node_spec,
-                                    user_command=command, local_rank_arg=not no_local_rank)
+                                    user_command=command, local_rank_arg=not no_local_rank,
+                                    **lane_launch(lane, env))
             except LaunchError as exc:
                 raise RunRefused(str(exc)) from None
         except RunRefused as exc:
@@ -135,7 +141,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
         recorder = Recorder(results, device=device, world=world, placement=placement, env=env, plan=plan,
                             config=loaded.data, config_path=config_path, hf=hf, config_arg=config_arg,
                             user_command=command, script=script, args=args, trainer=trainer, seq_len=seq_len,
-                            nodes=node_request, gpu_names=gpu_names)
+                            nodes=node_request, gpu_names=gpu_names, lane=lane)
         click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
         try:
             done = run_plan(plan, timeout_s or None, log_path=recorder.log_path, echo=True, on_start=recorder.start)

@@ -125,6 +125,9 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
             pipeline = rp.pipeline_table(shown)
             if pipeline is not None:
                 tables.append(pipeline)
+            comm = rp.comm_table(shown)
+            if comm is not None:
+                tables.append(comm)
         if shown_launches:
             tables.append(rp.launches_table(shown_launches, show_status=show_all))
 

@@ -7,6 +7,7 @@ import time
 
 import click
 
+from dsx.cli.lane_options import run_lane_options
 from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, model_options, node_options,
                              pipeline_options, sparse_options)
 
@@ -43,9 +44,10 @@ ENTERED = time.time()
               help="Print the launcher command, environment changes and config; run and write nothing.")
 @click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log).")
 @click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
+@run_lane_options
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, steps, warmup, tf32, compile_,
             attn, act_ckpt, sparse_attention, sparse_sets, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
-            **config_and_nodes):
+            comm_log, python, **config_and_nodes):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
     One process per GPU through DeepSpeed's launcher (CPU ranks with gloo when there is no GPU). Appends one row
@@ -74,7 +76,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
         command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
         memory_cap=memory_cap, sparse_attention=sparse_attention, sparse_sets=tuple(sparse_sets),
-        **{key: config_and_nodes[key] for key in NODE_KEYS},
+        comm_log=comm_log, python=python, **{key: config_and_nodes[key] for key in NODE_KEYS},
         pipeline_stages=config_and_nodes["pipeline_stages"], pipeline_partition=config_and_nodes["pipeline_partition"],
     )
     try:

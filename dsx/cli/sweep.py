@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from dsx.cli.lane_options import python_option
 from dsx.cli.options import SIZE, act_ckpt_word, gpu_kind_options, node_options, pick_gpu_kind
 
 BOOLEAN_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False, "1": True,
@@ -189,11 +190,12 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--dry-run", is_flag=True, help="List the configurations in the order they would run (with dsx "
                                              "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
+@python_option
 def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
             mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, pipeline_stages,
             pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention, sparse_sets, steps,
             warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within, gpu_kind, gpu_kind_old,
-            dry_run, inject, **nodes):
+            dry_run, inject, python, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
@@ -240,7 +242,7 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
         optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
         trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,
-        prune=not no_prune, keep_within=keep_within, estimate_gpu=estimate_gpu,
+        prune=not no_prune, keep_within=keep_within, estimate_gpu=estimate_gpu, python=python,
         nodes={key: value for key, value in nodes.items()
                if value is not None and not (key == "launcher" and value == "pdsh")},
         sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],

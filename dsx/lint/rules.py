@@ -484,10 +484,19 @@ def elasticity_batch(data: dict, ctx: LintContext) -> Iterator[Finding]:
                           "remove the batch keys or set elasticity.ignore_non_elastic_batch_info")
 
 
+def comms_logger_off(data: dict, ctx: LintContext) -> Iterator[Finding]:
+    logger = data.get("comms_logger")
+    if isinstance(logger, dict) and logger.get("enabled") is False:
+        yield Finding("comms_logger.enabled", "warning", "comms-logger-on",
+                      "comms_logger.enabled false does not turn the logger off: DeepSpeed (0.18.9, 0.19.8) turns it on "
+                      "whenever the block is present, and it then synchronises the device after every collective",
+                      "remove the comms_logger block")
+
+
 RULES = [
     stage3_only_keys, offload_needs_zero, nvme_offload, zero3_reduce_scatter, compute_grad_norm_off,
     zenflow_needs_offload, hpz_world_size, onebit_with_zero, optimizer_needs_whitelist, lamb_needs_dynamic_loss_scale, adam_means_adamw,
     scheduler_without_optimizer, hf_zero_warmup, precision, version_dependent_defaults, batch_arithmetic,
     sequence_parallel, zero_bucket_size, bucket_sizes, negative_clipping, pipeline_rules, activation_checkpointing, deprecated_keys, dead_keys,
-    datastates, elasticity_batch,
+    datastates, elasticity_batch, comms_logger_off,
 ]

@@ -4,7 +4,10 @@ timed optimizer steps on synthetic batches.
 A step is grad_accum micro-batches of forward + engine.backward + engine.step (a pipeline: engine.train_batch over
 them, dsx.rank.pipeline). The clock (time.perf_counter) is read after a device synchronisation
 (torch.cuda.synchronize) on both sides of each step; batches are made before the clock starts. Every rank draws
-the same batches (one seed), so the loss of a step must be equal on every rank.
+the same batches (one seed), so the loss of a step must be equal on every rank. engine.step() runs under
+torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step all-gathers into views
+of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a view and is being
+modified inplace"; a `--python` lane on CPU ranks).
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import time
 from pathlib import Path
 
 from dsx import leftovers
 
+from dsx.rank.comms import CommCounter
 from dsx.rank.faults import maybe_inject
 from dsx.rank.measure import NvmlSampler, apply_memory_cap, collect_memory, reset_peaks
 from dsx.rank.model import build, flop_check
@@ -33,7 +38,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
 
     report = progress.report
     report.versions = {"torch": torch.__version__, "deepspeed": deepspeed.__version__,
-                       "transformers": transformers.__version__}
+                       "transformers": transformers.__version__, "python": platform.python_version()}
     progress.phase("imported")
     injection = parse_injection(plan.inject_failure)
     on_cuda = plan.device == "cuda"
@@ -75,6 +80,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
 
         trainer = pipeline.initialize(plan, resolved, ds_config, report, device, progress)
     maybe_inject(injection, rank, None)
+    comm = CommCounter(trainer.engine, ds_config)
 
     micro, accum = plan.micro_batch, plan.grad_accum
     generator = torch.Generator().manual_seed(plan.seed)  # batches are drawn on the CPU, the same on every rank
@@ -94,8 +100,10 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         timed_index = i - plan.warmup
         if timed_index == 0:
             progress.phase("warmup_done")
+            comm.begin()
         if timed_index >= 0:
             maybe_inject(injection, rank, timed_index)
+            comm.before_step()
         batches = [{k: v.to(device, non_blocking=True) for k, v in
                     synthetic_batch(resolved, micro, device, generator).items()} for _ in range(accum)]
         sync()
@@ -107,11 +115,13 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         if timed_index >= 0:
             report.step_time_s.append(elapsed)
             report.loss.append(value)
+            comm.after_step()
         else:
             report.warmup_step_time_s.append(elapsed)
             report.warmup_loss.append(value)
         if nvml is not None:
             nvml.sample()
+    report.comm = comm.log()
     progress.phase("timed_done")
     trainer.finish()
     collect_memory(torch, device, on_cuda, nvml, report)
@@ -132,11 +142,14 @@ class Trainer:
 
     def step(self, batches: list[dict]) -> list:
         """One optimizer step; the micro-batches' losses (detached)."""
+        import torch
+
         losses = []
         for batch in batches:
             loss = self.engine(**batch).loss
             self.engine.backward(loss)
-            self.engine.step()
+            with torch.no_grad():  # see the module's docstring
+                self.engine.step()
             losses.append(loss.detach())
         return losses
 

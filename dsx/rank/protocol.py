@@ -119,6 +119,23 @@ class FlopCheck(BaseModel):
     seconds: float | None = None
 
 
+class CollectiveCount(BaseModel):
+    """One collective's calls and bytes as DeepSpeed's comms logger recorded them (dsx.rank.comms says what the
+    bytes are: the message size of the op's input tensor, summed over its calls)."""
+
+    calls: int = 0
+    logged_bytes: int = 0
+
+
+class CommLog(BaseModel):
+    """What DeepSpeed's comms logger recorded on this rank in each timed step (dsx.rank.comms), by log name."""
+
+    steps: list[dict[str, CollectiveCount]] = Field(default_factory=list)
+    compressed: list[bool] | None = None
+    """1-bit optimizers: per timed step, whether it ran in the compressed phase (its gradient exchange done by the
+    optimizer's compressed allreduce, the engine's own allreduce off); None for other optimizers."""
+    note: str | None = None
+    """Why nothing was counted, when so."""
 class PipelineRankInfo(BaseModel):
     """The pipeline stage a rank ran (dsx.rank.pipeline.stage_info)."""
 
@@ -170,6 +187,7 @@ class RankReport(BaseModel):
     flop_check: FlopCheck | None = None
     notes: list[str] = Field(default_factory=list)
     params_seen: int | None = None
+    comm: CommLog | None = None
     pipeline: PipelineRankInfo | None = None
 
     def span(self, start: str, end: str) -> float | None:

@@ -13,6 +13,7 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     long_context sequence length against speed and memory, sparse attention beside dense (rows of dsx.sparse)
     pipeline     the pipeline-stages table (rows run with --pipeline-stages)
     launches     `dsx launch` rows (a user's own script) apart from the runs, and their table
+    comm         bytes per step and per parameter of the rows that counted their communication
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
 """
@@ -35,6 +36,7 @@ from dsx.report.tables import (
     sweeps_table,
 )
 from dsx.report.vs_estimate import deepspeed_estimator_gpu_bytes, vs_estimate_table
+from dsx.report.comm import comm_table
 from dsx.units import GIB, MIB, fmt_gib, fmt_mib, fmt_num, fmt_params, fmt_pct, fmt_ratio, fmt_tflops
 
 __all__ = [
@@ -48,4 +50,5 @@ __all__ = [
     "effects_table", "plot_rows", "to_markdown", "RICH_DROP_ORDER", "HEADER_WIDTH", "to_rich", "Best", "pick_best",
     "best_summary", "markdown_report", "vs_estimate_table", "deepspeed_estimator_gpu_bytes", "PIPELINE_COLUMNS",
     "pipeline_table", "is_launch", "launch_label", "launch_zero", "LAUNCH_COLUMNS", "launches_table", "split_kinds",
+    "comm_table",
 ]

@@ -26,8 +26,9 @@ def to_markdown(table: Table) -> str:
     return out
 
 
-RICH_DROP_ORDER = ("error", "config", "steps/s", "loss", "embed", "ffn", "vocab", "hidden", "layers", "seq", "precision", "batch/s", "TFLOP/s",
-                   "ckpt", "its memory GiB", "device-seconds", "mem/ex MiB")
+RICH_DROP_ORDER = ("error", "config", "steps/s", "loss", "embed", "ffn", "vocab", "hidden", "layers", "seq", "precision",
+                   "batch/s", "TFLOP/s", "ckpt", "its memory GiB", "device-seconds", "mem/ex MiB", "calls/step",
+                   "DeepSpeed", "max rank")
 """Columns the terminal table gives up first when it is narrower than the table (markdown keeps them all)."""
 
 

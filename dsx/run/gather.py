@@ -225,6 +225,25 @@ def nodes_of(prepared: Prepared, ranks: list[RankReport | None]) -> NodesInfo | 
                      master_addr=prepared.launch.master_addr, host_rss_peak=rss)
 
 
+def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Figures):
+    """The row's `comm` (dsx.comm): the ranks' counts, with dsx.comm.predict's figure for this config and model (not
+    for a pipeline, whose stages also send activations; its all-gathers span a data-parallel group)."""
+    from dsx.comm import comm_of, param_facts, predict
+    from dsx.results import CommPredicted
+
+    replicas = data_parallel(prepared)
+    per_node = max(len(s) for s in prepared.layout.selection.values()) if prepared.layout is not None else None
+    predicted = None
+    try:
+        if replicas == prepared.world_size:
+            predicted = CommPredicted(**predict(prepared.ds_config, param_facts(prepared.resolved),
+                                                prepared.world_size, prepared.grad_accum, per_node).as_dict())
+    except Exception as exc:  # the prediction is informative only; never lose the row over it
+        prepared.notes.append(f"communication prediction unavailable: {exc}")
+    times = figures.step_time_s.all if figures.step_time_s else None
+    return comm_of(ranks, replicas, prepared.params, times, predicted)
+
+
 def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
     """The row of a finished (or failed, or killed) launch, from every rank's last report."""
     request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
@@ -235,13 +254,14 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         prepared.gpu_names[0] if prepared.gpu_names else None)
     figures = figures_of(prepared, ranks, status, gpu_name)
     memory = memory_of(present)
-    versions = package_versions()
+    comm = comm_of_run(prepared, ranks, figures)
+    versions = {"python": platform.python_version(), **package_versions()}
     ran = next((r.versions for r in present if r.versions), None) or {}
-    versions.update({k: v for k, v in ran.items() if v})
+    versions.update({k: v for k, v in ran.items() if v})  # the ranks' own (a --python lane's)
     return RunRow(
         run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(), device=prepared.device,
         gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
-        versions=Versions(python=platform.python_version(), **versions),
+        versions=Versions(**versions),
         ds_config=prepared.ds_config, ds_config_hash=config_hash(prepared.ds_config),
         ds_config_source=prepared.ds_config_source,
         model=ModelInfo(preset=resolved.name, family=resolved.family, task=resolved.task,
@@ -259,4 +279,5 @@ def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
         nodes=nodes_of(prepared, ranks), command=list(request.command), run_dir=str(prepared.run_dir),
         sparse_attention=SparseAttentionInfo(**prepared.sparse.info) if prepared.sparse is not None else None,
         pipeline=pipeline_row(prepared, ranks, memory),
+        comm=comm, python=prepared.lane.python if prepared.lane else None,
     )

@@ -49,6 +49,10 @@ class Prepared:
     prepared_at: float = 0.0
     layout: Any = None
     rank_plan: RankPlan | None = None
+    rank_config: dict | None = None
+    """The config written for the ranks: ds_config plus DeepSpeed's comms logger (dsx.comm.logger)."""
+    lane: Any = None
+    """dsx.lane.Lane of a `--python` run."""
     sparse: Any = None
     """dsx.sparse.planning.SparseDecision (the row's sparse_attention), or None."""
 
@@ -67,6 +71,10 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
     from dsx.models import count_params
 
     gpu_names, capabilities = gpu_capabilities(device, env)
+    from dsx.comm.logger import rank_config
+
+    ranks_config, comm_notes = rank_config(config, request.comm_log)
+    notes += comm_notes
     if device == "cpu" and trial.layout is None:  # DeepSpeed's shm allreduce only when every rank is on one node
         if shortfall := leftovers.shm_shortfall(world):
             raise RunRefused(shortfall)
@@ -91,12 +99,13 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         launch = build_launch(plan_json=str(plan_path), world_size=world, device=device,
                               master_port=request.master_port or free_port(), base_env=env, cwd=cwd,
                               gpu_capabilities=capabilities, cpu_count=cpu_count(),
-                              master_addr=master_addr(request.nodes, placement), nodes=nodes)
+                              master_addr=master_addr(request.nodes, placement), nodes=nodes,
+                              **lane_launch(trial.lane, env))
     except LaunchError as exc:
         raise RunRefused(str(exc)) from None
     if write:
         run_dir.mkdir(parents=True, exist_ok=True)
-        config_path.write_text(json.dumps(config, indent=2) + "\n")
+        config_path.write_text(json.dumps(ranks_config, indent=2) + "\n")
         plan.write(plan_path)
         for path, text in launch.files.items():
             Path(path).write_text(text)
@@ -111,14 +120,23 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
         precision=precision_of(config), gpu_names=gpu_names[:world], notes=notes + launch.notes,
         entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout, rank_plan=plan,
-        sparse=trial.sparse,
+        sparse=trial.sparse, rank_config=ranks_config, lane=trial.lane,
     )
+
+
+def lane_launch(lane, env: dict[str, str]) -> dict:
+    """build_launch's arguments for a `--python` lane (dsx.lane): the ranks' interpreter and its op folder."""
+    if lane is None:
+        return {}
+    from dsx.op_cache import lane_dir
+
+    return {"rank_python": lane.python, "extensions_dir": str(lane_dir(env, lane))}
 
 
 def describe_dry_run(prepared: Prepared) -> str:
     lines = [prepared.launch.describe(),
              f"DeepSpeed config (a run writes it to {prepared.config_path}; --dry-run writes nothing):",
-             json.dumps(prepared.ds_config, indent=2),
+             json.dumps(prepared.rank_config or prepared.ds_config, indent=2),
              f"rank plan (a run writes it to {prepared.plan_path}): "
              f"{json.dumps(prepared.rank_plan.model_dump()) if prepared.rank_plan else '-'}",
              f"world size {prepared.world_size} ({prepared.device}){_stages_text(prepared)}, micro-batch "

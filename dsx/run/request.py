@@ -20,7 +20,7 @@ DEFAULT_RESULTS = "results/runs.jsonl"
 DEFAULT_TIMEOUT_S = 3600.0
 
 CONFIG_FLAGS = ("zero", "offload", "offload_params", "nvme_path", "precision", "micro_batch", "grad_accum",
-                "optimizer", "lr")
+                "optimizer", "lr", "onebit")
 """The dsx.generate.ConfigRequest fields that `dsx run`, `dsx estimate` and `dsx sweep` take as flags."""
 
 
@@ -74,6 +74,10 @@ class RunRequest(NodeRequest):
     """--pipeline-stages: run the model as a deepspeed.pipe.PipelineModule of this many stages (dsx.pipeline)."""
     pipeline_partition: str | None = None
     """--pipeline-partition: DeepSpeed's partition_method (parameters, uniform, type:REGEX); None: parameters."""
+    comm_log: bool = True
+    """Count communication with DeepSpeed's comms logger (dsx.comm.logger; --no-comm-log turns it off)."""
+    python: str | None = None
+    """The ranks' interpreter (`--python`, dsx.lane); None: dsx's own."""
 
     @property
     def nodes(self) -> NodeRequest:
@@ -100,25 +104,29 @@ class Trial:
     """dsx.sparse.planning.SparseDecision when the run asked for sparse attention, else None."""
     pipeline: Any = None
     """dsx.rank.protocol.PipelinePlan of a pipeline run, else None."""
+    lane: Any = None
+    """dsx.lane.Lane of a `--python` run, else None."""
 
 
-def resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str]]:
-    """(config, source, warnings). Lint errors, "auto" values, an unreadable file -> RunRefused."""
-    config, source, warnings, _ = _resolve_config(request, world_size)
+def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str]]:
+    """(config, source, warnings), linted for the ranks' DeepSpeed (the lane's, else the installed one). Lint
+    errors, "auto" values, an unreadable file -> RunRefused."""
+    config, source, warnings, _ = _resolve_config(request, world_size, lane)
     return config, source, warnings
 
 
-def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, list[str], Any]:
+def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str], Any]:
     """resolve_config, plus the sparse_attention block dsx applies itself (dsx.sparse.spec.take_block): taken out
     of the config before lint for a DeepSpeed 0.19 target, which rejects it."""
     from dsx.sparse.spec import take_block
     from dsx.lint.engine import lint
+    from dsx.onebit import FLAG_KINDS, kind_of, refusal_on, run_defaults
     from dsx.versions import VersionError, resolve_target
 
     try:
-        target = resolve_target(None)
+        target = resolve_target(lane.deepspeed if lane else None)
     except VersionError as exc:
-        raise RunRefused(str(exc)) from None
+        raise RunRefused(f"--python {lane.python}: {exc}" if lane else str(exc)) from None
     duplicates: list[str] = []
     if request.config_path:
         given = sorted(k for k, v in request.config_flags.items() if v is not None)
@@ -161,6 +169,9 @@ def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, li
         sets = tuple(changes.pop("sets", ()))
         changes.update({k: v for k, v in request.config_flags.items() if v is not None})
         sets += pipeline_flags(request, changes, world_size)
+        if changes.get("onebit") in FLAG_KINDS and not target.is_legacy:
+            raise RunRefused(refusal_on(target, FLAG_KINDS[changes["onebit"]], f"--onebit {changes['onebit']}"))
+        onebit_sets = tuple(run_defaults(changes, request.ds_sets, request.warmup, request.steps))
         if changes.get("micro_batch") is None and changes.get("train_batch") is None:
             changes["micro_batch"] = 1  # dsx run's default (dsx config would ask for it with --grad-accum)
         allowed = {f.name for f in fields(ConfigRequest)}
@@ -168,7 +179,7 @@ def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, li
         if unknown:
             raise RunRefused(f"unknown config option(s): {', '.join(sorted(unknown))}")
         try:
-            sets += tuple(parse_set(s) for s in request.ds_sets)
+            sets += tuple(parse_set(s) for s in onebit_sets + tuple(request.ds_sets))
             changes["world_size"] = world_size
             config = generate(ConfigRequest(**changes, sets=sets), target)
         except ConfigRequestError as exc:
@@ -176,6 +187,8 @@ def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, li
         source = "flags"
         if preset_block is not None and "sparse_attention" not in config:
             config["sparse_attention"] = preset_block
+    if (kind := kind_of(config)) and not target.is_legacy:
+        raise RunRefused(refusal_on(target, kind, f"{request.config_path or 'the config'}: optimizer.type"))
     sparse = take_block(config, target.is_legacy)
     data_parallel = world_size // (pipeline_stages(request, config, world_size) or 1)
     findings = lint(config, target=target, world_size=data_parallel, duplicate_keys=duplicates)
@@ -187,6 +200,29 @@ def _resolve_config(request: RunRequest, world_size: int) -> tuple[dict, str, li
         raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at {size}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
     return config, source, warnings, sparse
+
+
+def resolve_lane(python: str | None, env: dict[str, str] | None = None):
+    """The `--python` interpreter's dsx.lane.Lane (asked with the PYTHONPATH the ranks get), or None without one.
+    Not an interpreter, no DeepSpeed, no torch/transformers/pydantic, another dsx -> RunRefused."""
+    if not python:
+        return None
+    import os
+
+    from dsx.host import package_versions
+    from dsx.lane import LaneError, probe, problems
+    from dsx.launcher import ROOT, ranks_pythonpath
+
+    env = dict(os.environ if env is None else env)
+    if (pythonpath := ranks_pythonpath(env)) is not None:
+        env["PYTHONPATH"] = pythonpath
+    try:
+        lane = probe(python, env)
+    except LaneError as exc:
+        raise RunRefused(str(exc)) from None
+    if issues := problems(lane, ROOT, package_versions().get("dsx")):
+        raise RunRefused(issues[0])
+    return lane
 
 
 def resolve_trial(request: RunRequest) -> Trial:
@@ -202,8 +238,13 @@ def resolve_trial(request: RunRequest) -> Trial:
     world, layout, notes = placement.world_size, placement.layout, list(placement.notes or [])
     if layout is None and device == "cpu" and request.compile:
         notes.append("--compile on CPU ranks uses inductor's C++ backend (slow to compile)")
-    config, source, warnings, taken = _resolve_config(request, world)
+    lane = resolve_lane(request.python)
+    config, source, warnings, taken = _resolve_config(request, world, lane)
     notes += warnings
+    from dsx.onebit import run_problems
+
+    if problems := run_problems(config, device, lane):
+        raise RunRefused(problems[0])
     from dsx.sparse.spec import SparseRequestError, resolve_block
 
     try:
@@ -276,6 +317,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
                                memory_cap=request.memory_cap,
                                nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None,
-                               pipeline=pipeline.model_dump() if pipeline else None),
-                 layout=layout, sparse=sparse, pipeline=pipeline)
+                               pipeline=pipeline.model_dump() if pipeline else None,
+                               lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None),
+                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane)
 

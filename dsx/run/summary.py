@@ -39,6 +39,8 @@ def summary(row: RunRow, results: str) -> str:
     lines.append(f"  memory max  allocated {format_bytes(m.peak_allocated)}, reserved {format_bytes(m.peak_reserved)}, NVML "
                  f"{format_bytes(m.nvml_used)}, host RSS {format_bytes(m.host_rss_peak)}, pinned {format_bytes(m.pinned_host)}")
     lines += pipeline_lines(row.pipeline, row.device)
+    if row.comm is not None:
+        lines.append(comm_line(row))
     if o.total_s is not None:
         def sec(v):
             return "-" if v is None else f"{v:.1f} s"
@@ -50,3 +52,22 @@ def summary(row: RunRow, results: str) -> str:
         lines.append(f"  error       {row.error}")
     lines.append(f"  row {row.run_id} appended to {results}")
     return "\n".join(lines)
+
+
+def comm_line(row: RunRow) -> str:
+    """'  comm        1.0 MiB/step (6.00 bytes/param), predicted 1.0 MiB (x1.00), ZeRO paper 673.0 KiB'."""
+    c = row.comm
+    if c.bytes_per_step is None:
+        return f"  comm        - ({'; '.join(c.notes) or 'not counted'})"
+    text = f"  comm        {format_bytes(c.bytes_per_step)}/step"
+    if c.bytes_per_param is not None:
+        text += f" ({c.bytes_per_param:.2f} bytes/param)"
+    if c.predicted is not None and c.predicted.bytes_per_step:
+        text += (f", predicted {format_bytes(c.predicted.bytes_per_step)} "
+                 f"(x{c.bytes_per_step / c.predicted.bytes_per_step:.2f}), ZeRO paper "
+                 f"{format_bytes(c.predicted.paper_bytes_per_step)}")
+    for name, phase in (c.phases or {}).items():
+        if phase.bytes_per_step is not None:
+            time = f", {phase.step_time_s_median * 1e3:.1f} ms/step" if phase.step_time_s_median else ""
+            text += f"; {name} steps {format_bytes(phase.bytes_per_step)}/step{time}"
+    return text

@@ -2,7 +2,8 @@
 
 DeepSpeed parses this section with a pydantic model (deepspeed/comm/config.py CommsLoggerConfig, extra="forbid"):
 a misspelled key is REJECTED, but "true" strings pass and a value of "auto" silently becomes the default. The mere
-presence of the block configures the logger; `enabled` decides whether anything is logged.
+presence of the block turns the logger on: CommsLogger.configure sets enabled from the block's presence, not from
+its `enabled` (0.18.9 and 0.19.8, tested: a `{"enabled": false}` block logs; the linter warns: comms-logger-on).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class CommsLoggerConfig(Section):
     """Which deepspeed.comm operations are timed and logged (summary via deepspeed.comm.log_summary())."""
 
     enabled: Bool = False
-    """Time and record collectives."""
+    """Time and record collectives. DeepSpeed ignores it: the block's presence turns the logger on."""
     prof_all: Bool = True
     """Record every collective; false records only those named in prof_ops (or called with prof=True)."""
     prof_ops: List[str] = []

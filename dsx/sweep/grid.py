@@ -136,6 +136,8 @@ class SweepSpec:
     """The --sparse-attention axis (words of dsx.sparse.spec; None: dense, no sparse request)."""
     sparse_sets: tuple[str, ...] = ()
     """--sparse-set KEY=VALUE for every trial with sparse attention."""
+    python: str | None = None
+    """The ranks' interpreter of every trial (`--python`, dsx.lane)."""
 
     def sweep_id(self) -> str:
         """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
@@ -148,7 +150,8 @@ class SweepSpec:
                   if self.sparse_attention != [None] or self.sparse_sets else {})
         if self.pipeline_stages != [None]:  # and of sweeps without a pipeline
             nodes.update(pipeline_stages=self.pipeline_stages, pipeline_partition=self.pipeline_partition)
-        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **sparse})[:16]
+        lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
+        return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **sparse, **lane})[:16]
 
     def vary_points(self) -> list[tuple[tuple[str, Any], ...]]:
         if not self.vary:

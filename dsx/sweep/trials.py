@@ -45,7 +45,7 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
         ds_sets=tuple(spec.ds_sets), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
         compile=configuration.compile, attn=spec.attn, act_ckpt=configuration.act_ckpt, results=spec.results,
         timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap, sparse_attention=configuration.sparse,
-        sparse_sets=tuple(spec.sparse_sets) if configuration.sparse not in (None, "none") else (),
+        sparse_sets=tuple(spec.sparse_sets) if configuration.sparse not in (None, "none") else (), python=spec.python,
         sweep={"sweep_id": spec.sweep_id(), "configuration": configuration.as_dict(), "label": configuration.label,
                "search": search},
         pipeline_stages=configuration.pipeline_stages,
@@ -94,5 +94,7 @@ def run_command(request) -> list[str]:
             value = getattr(request, key)
             if value is not None and not (key == "launcher" and value == "pdsh"):
                 argv += ["--" + key.replace("_", "-"), str(value)]
+    if request.python:
+        argv += ["--python", request.python]
     argv += ["--results", request.results]
     return argv

@@ -33,7 +33,7 @@ class Recorder:
 
     def __init__(self, results: str, *, device: str, world: int, placement, env: dict, plan, config: dict,
                  config_path: str, hf: bool, config_arg: str, user_command: list[str], script: str,
-                 args: list[str], trainer: bool, seq_len: int | None, nodes, gpu_names: list[str] = ()):
+                 args: list[str], trainer: bool, seq_len: int | None, nodes, gpu_names: list[str] = (), lane=None):
         self.results = Path(results)
         run_id = uuid.uuid4().hex
         self.run_dir = (self.results.parent / self.results.stem / run_id).resolve()
@@ -53,7 +53,7 @@ class Recorder:
             world_size=world, gpu_names=list(gpu_names), config=config, config_path=str(Path(config_path).resolve()),
             hf=hf, config_arg=config_given, user_command=list(user_command), script=script,
             command=list(sys.argv), precision=precision(config, args), micro_batch=micro,
-            grad_accum=accum, notes=list(plan.notes), log=str(self.log_path), run_dir=str(self.run_dir),
+            grad_accum=accum, notes=list(plan.notes), log=str(self.log_path), run_dir=str(self.run_dir), lane=lane,
             nodes=None if layout is None else NodesInfo(
                 hostfile=nodes.hostfile, launcher=nodes.launcher, hosts=list(layout.selection),
                 ranks_per_node=[len(slots) for slots in layout.selection.values()], master_addr=plan.master_addr),

@@ -44,6 +44,8 @@ class LaunchRecord:
     nodes: NodesInfo | None = None
     log: str | None = None
     run_dir: str | None = None
+    lane: object | None = None
+    """dsx.lane.Lane when the ranks ran another interpreter (`dsx launch --python`): its versions go in the row."""
 
 
 def _int(value) -> int | None:
@@ -88,11 +90,17 @@ def launch_row(record: LaunchRecord, completed, memory, trainer: TrainerFigures 
     wall = completed.ended - completed.started
     started = process_start_time()
     versions = package_versions()
+    python_version = platform.python_version()
+    if record.lane is not None:  # the ranks' libraries, not dsx's
+        lane_versions = record.lane.versions()
+        python_version = lane_versions.pop("python")
+        versions.update(lane_versions)
     return RunRow(
         kind="launch", run_id=record.run_id, time=record.started_utc, host=socket.gethostname(),
         device=record.device, gpu_name=record.gpu_names[0] if record.gpu_names else None,
         gpu_count=record.world_size if record.device == "cuda" else 0,
-        versions=Versions(python=platform.python_version(), **versions),
+        versions=Versions(python=python_version, **versions),
+        python=record.lane.python if record.lane is not None else None,
         ds_config=record.config, ds_config_hash=config_hash(record.config), ds_config_source=record.config_path,
         world_size=record.world_size, precision=record.precision, micro_batch=record.micro_batch,
         grad_accum=record.grad_accum, memory=memory, status=status, error=error,

@@ -1,0 +1,186 @@
+"""How many bytes a data-parallel optimizer step should move: the ZeRO paper's figure and DeepSpeed's own.
+
+Units are those of dsx.comm.volume (the ZeRO paper's data volume: an all-reduce of T bytes counts 2T, an
+all-gather its gathered output, a reduce-scatter or all-to-all its input). N = parameters, g = bytes of a gradient
+element in the communication dtype (`communication_data_type`, else the training precision: bf16/fp16 2, fp32 4),
+p = bytes of a parameter element (the training precision), A = gradient accumulation steps.
+
+The paper (Rajbhandari et al. 2020, section 7) counts 2N per step for plain data parallelism and ZeRO-1/2 (a
+reduce-scatter of the gradients and an all-gather of the updated parameters) and 3N for ZeRO-3 (an all-gather in
+the forward and in the backward pass, a reduce-scatter of the gradients). DeepSpeed 0.19.8 (read from
+runtime/zero/stage_1_and_2.py, stage3.py, partitioned_param_coordinator.py, and measured on 2 gloo ranks,
+tests/test_comm_cpu.py) sends:
+
+    ZeRO-0    all-reduce of the gradients at the accumulation boundary                2N·g
+    ZeRO-1    all-reduce of the gradient buckets at the boundary, then the all-gather
+              of the updated partitions                                                2N·g + N·p
+    ZeRO-2    the same, but the gradients are reduced after every micro-batch        2N·g·A + N·p
+              (use_multi_rank_bucket_allreduce, on by default, all-reduces each bucket instead of reducing
+              each rank's slice to it; with it off and reduce_scatter on, the gradients cost N·g instead of 2N·g)
+    ZeRO-3    reduce-scatter of the gradients after every micro-batch                N·g·A
+              + the all-gathers of partitioned parameters (numel > stage3_param_persistence_threshold, 1e5 by
+              default) every micro-batch: once each in the forward, and again in the backward only for those
+              whose next use lies more than stage3_max_reuse_distance (1e9) parameter elements ahead in the
+              module trace; a tied weight (GPT-2's lm_head) is gathered at each use when it is not kept
+              + the all-gather of the persistent parameters after each optimizer step   N_persist·p
+    one rank  the gradients are still all-reduced (reduce-scattered) on a group of one; every all-gather is skipped
+    1-bit     Adam / 0-1 Adam / LAMB (ZeRO-0): warm-up like ZeRO-0; compressed steps send the signs (1 bit per
+              element) through an all-to-all and an all-gather: about N/4 bytes, plus a scale per chunk
+    ZeRO++    qwZ: the parameter all-gathers in int8 (1 byte, scales ignored); qgZ: the 2-D gradients through two
+              int4 all-to-alls (0.5 byte in the intra-node one, 0.5/L in the inter-node one, L = ranks per node;
+              1-D ones still reduce-scatter); hpZ: the backward gathers stay within groups of
+              zero_hpz_partition_size ranks (same volume, less of it across nodes)
+
+The backward re-gather is a model: with the trace taken as forward then reversed forward, the fraction of
+parameter uses farther apart than the reuse distance R is max(0, 1 - R / 2U) (U = parameter uses per pass). The
+prefetcher also keeps what it fetched ahead (stage3_prefetch_bucket_size), so with a small R the measurement can
+be below it. The small all-reduces of the gradient norm and the overflow flag (a few bytes) are not counted.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dsx.config_facts import precision_of, zero_stage
+from dsx.lint.rules import ONEBIT
+
+ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+@dataclass(frozen=True)
+class ParamFacts:
+    """What the prediction needs to know about a model's parameters."""
+
+    numels: tuple[int, ...]
+    """Each distinct parameter's element count, in named_parameters order."""
+    uses: tuple[int, ...]
+    """How many modules own each parameter directly (2 for a tied embedding)."""
+    ndims: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(self.numels)
+
+
+def param_facts(resolved) -> ParamFacts:
+    """The facts of a dsx model preset, from its meta-device model (imports torch)."""
+    from dsx.models import meta_model
+
+    return facts_of_module(meta_model(resolved))
+
+
+def facts_of_module(model) -> ParamFacts:
+    uses: dict[int, int] = {}
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            uses[id(param)] = uses.get(id(param), 0) + 1
+    params = list(model.parameters())
+    return ParamFacts(numels=tuple(p.numel() for p in params), uses=tuple(uses.get(id(p), 1) for p in params),
+                      ndims=tuple(p.dim() for p in params))
+
+
+@dataclass
+class CommPrediction:
+    """Predicted volume per optimizer step and per rank (dsx.comm.volume's units)."""
+
+    bytes_per_step: float
+    """What DeepSpeed sends, by the formulas of this module's docstring."""
+    paper_bytes_per_step: float
+    """The ZeRO paper's figure: 2N·g (ZeRO 0-2) or 3N·g (ZeRO-3)."""
+    parts: dict[str, float] = field(default_factory=dict)
+    """bytes_per_step by what moves: gradients, parameters (forward/backward gathers, after the step)."""
+    compressed_bytes_per_step: float | None = None
+    """1-bit optimizers: a step in the compressed phase (bytes_per_step is a warm-up step)."""
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _zero_value(zero: dict, name: str, alias: str | None, default):
+    for key in (alias, name):
+        if key and isinstance(zero.get(key), (int, float)) and not isinstance(zero.get(key), bool):
+            return zero[key]
+    return default
+
+
+def _truthy(value) -> bool:
+    return value is True
+
+
+def _dtype_bytes(config: dict) -> tuple[int, int]:
+    """(g, p): bytes of a communicated gradient element and of a parameter element."""
+    precision = precision_of(config)
+    p = ELEMENT_BYTES.get(precision, 4)
+    comm = str(config.get("communication_data_type") or "").lower()
+    g = ELEMENT_BYTES.get({"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(comm, comm), p)
+    return g, p
+
+
+def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 1,
+            ranks_per_node: int | None = None) -> CommPrediction:
+    """The volume one rank moves per optimizer step under `config` (see the module's docstring)."""
+    n = facts.total
+    g, p = _dtype_bytes(config)
+    stage = zero_stage(config)
+    zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
+    accum = max(1, int(grad_accum))
+    notes: list[str] = []
+    parts: dict[str, float] = {}
+    gathers = world_size > 1  # one rank: DeepSpeed skips its all-gathers (stage_1_and_2, partition_parameters)
+    if not gathers:
+        notes.append("one rank: DeepSpeed still reduces the gradients, on a group of one, and skips its all-gathers")
+    kind = str((config.get("optimizer") or {}).get("type", "")).lower()
+    compressed = None
+    if stage in (0, 1, 2):
+        paper = 2.0 * n * g
+        multi = _truthy(zero.get("use_multi_rank_bucket_allreduce", True))
+        reduce_scatter = _truthy(zero.get("reduce_scatter", True))
+        per_reduction = n * g if (stage and reduce_scatter and not multi) else 2.0 * n * g
+        reductions = accum if stage == 2 else 1
+        parts["gradients"] = per_reduction * reductions
+        if stage:
+            parts["parameters (all-gather after the step)"] = float(n * p) if gathers else 0.0
+        if kind in ONEBIT:
+            compressed = n / 4.0
+            notes.append("1-bit: compressed steps send about N/4 bytes (signs through an all-to-all and an all-gather)"
+                         "; 0/1 Adam also skips communication on its local steps")
+    else:
+        paper = 3.0 * n * g
+        threshold = _zero_value(zero, "param_persistence_threshold", "stage3_param_persistence_threshold", 100_000)
+        model_cap = _zero_value(zero, "model_persistence_threshold", "stage3_model_persistence_threshold",
+                                sys.maxsize)
+        reuse = _zero_value(zero, "max_reuse_distance", "stage3_max_reuse_distance", 1_000_000_000)
+        persist = [False] * len(facts.numels)
+        persisted = 0
+        for i, numel in enumerate(facts.numels):
+            if numel + persisted > model_cap:
+                continue
+            if numel <= threshold:
+                persist[i] = True
+                persisted += numel
+        part_n = sum(x for x, kept in zip(facts.numels, persist) if not kept)
+        part_uses = sum(x * u for x, u, kept in zip(facts.numels, facts.uses, persist) if not kept)
+        regather = (2 * part_uses - part_n) * max(0.0, 1.0 - reuse / (2.0 * part_uses)) if part_uses else 0.0
+        w = p
+        if _truthy(zero.get("zero_quantized_weights")):
+            w = 1
+            notes.append("qwZ: parameter all-gathers in int8 (scales not counted)")
+        parts["parameters (forward and backward gathers)"] = (part_n + regather) * w * accum if gathers else 0.0
+        parts["parameters (persistent, after the step)"] = float(persisted * p) if gathers else 0.0
+        if _truthy(zero.get("zero_quantized_gradients")):
+            local = max(1, min(world_size, ranks_per_node or world_size))
+            two_d = sum(x for x, d in zip(facts.numels, facts.ndims) if d >= 2)
+            parts["gradients"] = (two_d * 0.5 * (1 + 1 / local) + (n - two_d) * g) * accum
+            notes.append("qgZ: 2-D gradients through two int4 all-to-alls, 1-D ones reduce-scattered")
+        else:
+            parts["gradients"] = float(n * g * accum)
+        hpz = _zero_value(zero, "zero_hpz_partition_size", None, 1)
+        if hpz > 1:
+            notes.append(f"hpZ: backward gathers within groups of {hpz} ranks (the comms logger records no group: "
+                         "dsx counts every all-gather as one over all ranks)")
+    total = float(sum(parts.values()))
+    return CommPrediction(bytes_per_step=total, paper_bytes_per_step=paper, parts=parts,
+                          compressed_bytes_per_step=compressed, notes=notes)

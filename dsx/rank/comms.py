@@ -1,0 +1,92 @@
+"""A rank's communication over the timed steps, read from DeepSpeed's own comms logger.
+
+dsx turns the logger on in the config it writes for the ranks (dsx.comm.logger_block: prof_all, verbose off).
+DeepSpeed (0.18.9 and 0.19.8: deepspeed/comm/comm.py `timed_op`) then records every collective called through
+deepspeed.comm: under the op's log name (all_reduce_coalesced and inference_all_reduce log as all_reduce), per
+message size, a call count and latencies. The message size is element_size x numel of the op's *input* tensor
+(deepspeed/comm/utils.py get_msg_size_from_args; list collectives: the sum over the list): this rank's shard for
+all_gather / all_gather_into_tensor, the whole input for reduce_scatter(_tensor), the whole tensor for all_reduce
+and broadcast. Those are the `logged_bytes` here, unchanged; dsx.comm turns them into the ZeRO paper's volume.
+Collectives called on torch.distributed directly, bypassing deepspeed.comm, are not seen (DeepSpeed's ZeRO, 1-bit
+and ZeRO++ code go through deepspeed.comm).
+
+The counter empties the logger when the timed steps begin and after each of them (outside the clock) and reads
+its totals at the end of each, so deepspeed.initialize's broadcasts and the warm-up steps are not counted and the
+logger's lists of latencies do not grow with the run.
+
+What the logger costs inside the clock: while enabled, DeepSpeed synchronises the device after every collective (a
+no-op on CPU ranks; on GPUs it keeps communication from overlapping computation), and its per-op timer is read with
+elapsed(reset=False), which walks every earlier call of that op (so the logged latencies are running totals, not
+per call, and each call costs more than the last). The counter resets those timers at every step boundary, which
+keeps the walk to one step's calls; `dsx run --no-comm-log` times a run without the logger at all.
+"""
+
+from __future__ import annotations
+
+from dsx.lint.rules import ONEBIT
+from dsx.rank.protocol import CollectiveCount, CommLog
+
+
+def totals(comms_dict: dict) -> dict[str, tuple[int, int]]:
+    """log name -> (calls, logged bytes) summed over message sizes. comms_dict is the logger's
+    {log name: {message size: [count, [latencies], [algbw], [busbw]]}} (the same in 0.18.9 and 0.19.8); a name
+    with the logger's debug suffix (' | [Caller Func: f]') counts under its op."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, sizes in list(comms_dict.items()):
+        op = name.split(" | ")[0]
+        calls, logged = out.get(op, (0, 0))
+        for size, record in list(sizes.items()):
+            calls += int(record[0])
+            logged += int(record[0]) * int(size)
+        out[op] = (calls, logged)
+    return out
+
+
+class CommCounter:
+    """Counts the timed steps' collectives: `begin()` when they start, `before_step()` / `after_step()` around each
+    (outside the clock), `log()` at the end. Counts nothing when the logger is off (dsx run --no-comm-log)."""
+
+    def __init__(self, engine, ds_config: dict):
+        import deepspeed.comm.comm as ds_comm
+
+        self.logger = ds_comm.comms_logger
+        self.timers = ds_comm.timers
+        self.engine = engine
+        kind = str((ds_config.get("optimizer") or {}).get("type", "")).lower()
+        self.onebit = kind in ONEBIT
+        self.result = CommLog(compressed=[] if self.onebit else None)
+        if not self.logger.enabled:
+            self.result.note = "DeepSpeed's comms logger was off (dsx run --no-comm-log)"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.logger.enabled)
+
+    def _reset_timers(self) -> None:
+        for timer in list(getattr(self.timers, "timers", {}).values()):
+            if not getattr(timer, "started_", False):
+                timer.reset()
+
+    def _forget(self) -> None:
+        self.logger.comms_dict.clear()
+        self._reset_timers()
+
+    def begin(self) -> None:
+        """Forget what initialize and the warm-up steps sent."""
+        self._forget()
+
+    def before_step(self) -> None:
+        if self.onebit:
+            flag = getattr(self.engine, "pipeline_enable_backward_allreduce", None)
+            flag = self.engine.enable_backward_allreduce if flag is None else flag
+            self.result.compressed.append(not flag)
+
+    def after_step(self) -> None:
+        if not self.enabled:
+            return
+        self.result.steps.append({name: CollectiveCount(calls=calls, logged_bytes=logged)
+                                  for name, (calls, logged) in totals(self.logger.comms_dict).items() if calls})
+        self._forget()
+
+    def log(self) -> CommLog:
+        return self.result

@@ -1,0 +1,285 @@
+"""Communication in every row (dsx.comm, dsx.rank.comms): the logger in the ranks' config only, what "bytes" means,
+DeepSpeed's volume per ZeRO stage predicted, the ranks' counts gathered into the row, the report's table.
+The real runs that check measured against predicted are tests/test_comm_cpu.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsx.comm import LOGGER_BLOCK, ParamFacts, comm_of, param_facts, predict, rank_config, volume_bytes
+from dsx.models import resolve_model
+from dsx.rank.protocol import CollectiveCount, CommLog, RankReport
+from dsx.results import CommPredicted
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = {"train_batch_size": 2, "zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}
+
+
+@pytest.fixture(scope="module")
+def tiny() -> ParamFacts:
+    """gpt2-tiny: 172,288 parameters, every one under 1e5 elements, the embedding tied to the head."""
+    return param_facts(resolve_model("gpt2-tiny"))
+
+
+def zero(stage: int, precision: str = "bf16", **keys) -> dict:
+    return {precision: {"enabled": True}, "zero_optimization": {"stage": stage, **keys}}
+
+
+# ------------------------------------------------------------------------------------ the ranks' config (logger)
+
+
+def test_the_ranks_config_adds_the_comms_logger_and_leaves_the_users_config_as_it_was():
+    ranks, notes = rank_config(CONFIG)
+    assert ranks == {**CONFIG, "comms_logger": LOGGER_BLOCK} and "comms_logger" not in CONFIG and notes == []
+    assert LOGGER_BLOCK == {"enabled": True, "prof_all": True, "verbose": False, "debug": False}
+
+
+def test_a_verbose_comms_logger_of_the_user_is_quieted_for_the_ranks_and_keeps_its_prof_ops():
+    ranks, notes = rank_config({**CONFIG, "comms_logger": {"enabled": True, "verbose": True, "prof_ops": ["x"]}})
+    assert ranks["comms_logger"] == {**LOGGER_BLOCK, "prof_ops": ["x"]}
+    assert notes == ["comms_logger.verbose is turned off for the ranks (one line per collective would flood the "
+                     "output); the row's comm field holds the counts"]
+
+
+def test_no_comm_log_leaves_any_comms_logger_out_of_the_ranks_config():
+    assert rank_config(CONFIG, comm_log=False) == (CONFIG, [])
+    ranks, notes = rank_config({**CONFIG, "comms_logger": {"enabled": True}}, comm_log=False)
+    assert ranks == CONFIG and notes == ["--no-comm-log: the config's comms_logger block is left out of the ranks' "
+                                         "config"]
+
+
+def test_no_config_dsx_config_emits_turns_the_comms_logger_on():
+    for path in sorted((ROOT / "ds_configs").glob("*.json")):
+        assert "comms_logger" not in json.loads(path.read_text()), path.name
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dsx", *args], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_a_dry_run_prints_the_ranks_config_with_the_logger_and_without_it_under_no_comm_log():
+    on = run_cli("run", "--model", "gpt2-tiny", "--zero", "2", "--dry-run")
+    off = run_cli("run", "--model", "gpt2-tiny", "--zero", "2", "--dry-run", "--no-comm-log")
+    assert on.returncode == off.returncode == 0, on.stderr + off.stderr
+    assert '"comms_logger": {' in on.stdout and "comms_logger" not in off.stdout
+
+
+# ------------------------------------------------------------------------------------------- what bytes means
+
+
+@pytest.mark.parametrize("name, factor", [("all_reduce", 2), ("all_gather_into_tensor", 4), ("all_gather", 4),
+                                          ("reduce_scatter_tensor", 1), ("all_to_all_single", 1), ("broadcast", 1),
+                                          ("send", 1)])
+def test_bytes_are_the_zero_papers_volume_of_the_logged_input_size(name, factor):
+    assert volume_bytes(name, 1000, world_size=4) == 1000 * factor
+
+
+# ----------------------------------------------------------------------------------------------- the prediction
+
+
+def test_the_tiny_model_has_its_embedding_tied_and_every_parameter_under_the_persistence_threshold(tiny):
+    assert tiny.total == 172_288 and max(tiny.numels) < 100_000 and sorted(tiny.uses)[-1] == 2
+
+
+def test_zero_1_all_reduces_the_gradients_and_all_gathers_the_partitions_3n_where_the_paper_says_2n(tiny):
+    n = tiny.total
+    p = predict(zero(1), tiny, world_size=2, grad_accum=4)
+    assert p.parts == {"gradients": 2 * n * 2, "parameters (all-gather after the step)": n * 2}
+    assert (p.bytes_per_step, p.paper_bytes_per_step) == (6 * n, 4 * n)
+
+
+def test_zero_2_reduces_the_gradients_after_every_micro_batch(tiny):
+    n = tiny.total
+    assert predict(zero(2), tiny, 2, grad_accum=2).bytes_per_step == 2 * (2 * n * 2) + n * 2
+
+
+def test_zero_2_without_the_multi_rank_bucket_all_reduce_reduces_each_slice_to_its_owner(tiny):
+    n = tiny.total
+    config = zero(2, use_multi_rank_bucket_allreduce=False)
+    assert predict(config, tiny, 2).parts["gradients"] == n * 2
+
+
+def test_zero_0_all_reduces_the_gradients_once_per_step(tiny):
+    assert predict(zero(0, "fp16"), tiny, 2, grad_accum=3).bytes_per_step == 2 * tiny.total * 2
+
+
+def test_fp32_and_communication_data_type_set_the_element_bytes(tiny):
+    n = tiny.total
+    assert predict(zero(1, "fp32"), tiny, 2).bytes_per_step == 2 * n * 4 + n * 4
+    upcast = {**zero(1), "communication_data_type": "fp32"}
+    assert predict(upcast, tiny, 2).bytes_per_step == 2 * n * 4 + n * 2
+
+
+def test_zero_3_keeps_small_parameters_whole_and_all_gathers_them_once_after_the_step(tiny):
+    n = tiny.total
+    p = predict(zero(3), tiny, 2, grad_accum=2)
+    assert p.parts == {"parameters (forward and backward gathers)": 0, "parameters (persistent, after the step)": n * 2,
+                       "gradients": 2 * n * 2}
+    assert p.paper_bytes_per_step == 3 * n * 2
+
+
+def test_zero_3_within_the_reuse_distance_gathers_each_parameter_once_per_micro_batch(tiny):
+    p = predict(zero(3, stage3_param_persistence_threshold=0), tiny, 2)
+    assert p.parts["parameters (forward and backward gathers)"] == tiny.total * 2
+
+
+def test_zero_3_without_reuse_gathers_every_use_forward_and_backward_the_tied_embedding_twice_each(tiny):
+    uses = sum(x * u for x, u in zip(tiny.numels, tiny.uses))
+    p = predict(zero(3, stage3_param_persistence_threshold=0, stage3_max_reuse_distance=0), tiny, 2)
+    assert uses == tiny.total + 64_000 and p.parts["parameters (forward and backward gathers)"] == 2 * uses * 2
+
+
+def test_zero_plus_plus_quantisation_shrinks_the_zero_3_volume(tiny):
+    plain = predict(zero(3, stage3_param_persistence_threshold=0), tiny, 8)
+    qwz = predict(zero(3, stage3_param_persistence_threshold=0, zero_quantized_weights=True), tiny, 8)
+    qgz = predict(zero(3, zero_quantized_gradients=True), tiny, 8, ranks_per_node=8)
+    two_d = sum(x for x, d in zip(tiny.numels, tiny.ndims) if d >= 2)
+    assert qwz.parts["parameters (forward and backward gathers)"] == plain.parts[
+        "parameters (forward and backward gathers)"] / 2
+    assert qgz.parts["gradients"] == two_d * 0.5 * (1 + 1 / 8) + (tiny.total - two_d) * 2
+    assert qgz.bytes_per_step < plain.bytes_per_step
+    hpz = predict(zero(3, zero_hpz_partition_size=4), tiny, 8)
+    assert any(note.startswith("hpZ: backward gathers within groups of 4 ranks") for note in hpz.notes)
+
+
+def test_a_1_bit_optimizer_compresses_to_a_quarter_byte_per_parameter(tiny):
+    config = {**zero(0, "fp16"), "optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 2}}}
+    p = predict(config, tiny, 2)
+    assert (p.bytes_per_step, p.compressed_bytes_per_step) == (2 * tiny.total * 2, tiny.total / 4)
+
+
+# -------------------------------------------------------------------------------------- the ranks' counts -> row
+
+
+def report(rank: int, steps: list[dict[str, tuple[int, int]]], compressed=None) -> RankReport:
+    return RankReport(rank=rank, comm=CommLog(
+        steps=[{k: CollectiveCount(calls=c, logged_bytes=b) for k, (c, b) in s.items()} for s in steps],
+        compressed=compressed))
+
+
+def test_the_row_has_each_collectives_mean_per_step_from_rank_0_and_the_max_over_ranks():
+    ranks = [report(0, [{"all_reduce": (3, 300), "all_gather_into_tensor": (1, 100)}] * 2),
+             report(1, [{"all_reduce": (3, 300), "all_gather_into_tensor": (1, 100)},
+                        {"all_reduce": (5, 500), "all_gather_into_tensor": (1, 100)}])]
+    predicted = CommPredicted(bytes_per_step=800.0, paper_bytes_per_step=600.0)
+    comm = comm_of(ranks, world_size=2, params=100, predicted=predicted)
+    assert comm.steps == 2 and comm.predicted == predicted and comm.phases is None
+    assert comm.collectives["all_reduce"].model_dump() == {"calls_per_step": 3, "logged_bytes_per_step": 300,
+                                                           "bytes_per_step": 600}
+    assert comm.collectives["all_gather_into_tensor"].bytes_per_step == 200
+    assert comm.collectives_max["all_reduce"].model_dump() == {"calls_per_step": 4, "logged_bytes_per_step": 400,
+                                                               "bytes_per_step": 800}
+    assert (comm.bytes_per_step, comm.bytes_per_step_max, comm.bytes_per_param) == (800, 1000, 8)
+
+
+def test_a_1_bit_row_splits_the_warm_up_and_the_compressed_steps():
+    steps = [{"all_reduce": (1, 400)}, {"all_reduce": (1, 400)}, {"all_to_all_single": (1, 25)}]
+    comm = comm_of([report(0, steps, compressed=[False, False, True])], 1, 100, step_times=[0.3, 0.1, 0.2])
+    assert comm.phases["warmup"].model_dump() == {"steps": [0, 1], "bytes_per_step": 800, "step_time_s_median": 0.2}
+    assert comm.phases["compressed"].model_dump() == {"steps": [2], "bytes_per_step": 25, "step_time_s_median": 0.2}
+
+
+def test_ranks_that_counted_nothing_give_the_reason_or_no_comm_at_all():
+    off = RankReport(rank=0, comm=CommLog(note="DeepSpeed's comms logger was off (dsx run --no-comm-log)"))
+    assert comm_of([off], 1, 10).notes == ["DeepSpeed's comms logger was off (dsx run --no-comm-log)"]
+    assert comm_of([RankReport(rank=0), None], 2, 10) is None
+
+
+# ------------------------------------------------------------------------------------ the rank side, for real
+
+
+@pytest.mark.deepspeed
+def test_the_rank_counts_only_what_a_timed_step_sent_under_each_ops_name(single_process_group):
+    import deepspeed.comm as dist
+    import deepspeed.comm.comm as ds_comm
+    import torch
+
+    from dsx.rank.comms import CommCounter, totals
+
+    class Engine:
+        enable_backward_allreduce = False
+
+    was = ds_comm.comms_logger.enabled
+    dist.configure(enabled=True, prof_all=True, verbose=False)
+    try:
+        counter = CommCounter(Engine(), {"optimizer": {"type": "OneBitAdam"}})
+        dist.all_reduce(torch.ones(10))  # before the timed steps: forgotten
+        counter.begin()
+        counter.before_step()
+        dist.all_reduce(torch.ones(10))
+        dist.all_reduce(torch.ones(6, dtype=torch.bfloat16))
+        dist.broadcast(torch.ones(4), 0)
+        counter.after_step()
+        counter.before_step()
+        counter.after_step()
+    finally:
+        dist.configure(enabled=was)
+    log = counter.log()
+    assert log.steps == [{"all_reduce": CollectiveCount(calls=2, logged_bytes=40 + 12),
+                          "broadcast": CollectiveCount(calls=1, logged_bytes=16)}, {}]
+    assert log.compressed == [True, True] and log.note is None
+    assert totals({"all_reduce | [Caller Func: f]": {8: [2, [], [], []]}, "all_reduce": {4: [1, [], [], []]}}) == {
+        "all_reduce": (3, 20)}
+
+
+# -------------------------------------------------------------------------------------------- estimate, report
+
+
+def test_dsx_estimate_prints_the_predicted_volume(tiny):
+    out = run_cli("estimate", "--model", "gpt2-tiny", "--zero", "1", "--gpus", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    comm = json.loads(out.stdout)["comm"]
+    assert comm["bytes_per_step"] == 6 * tiny.total and comm["paper_bytes_per_step"] == 4 * tiny.total
+    text = run_cli("estimate", "--model", "gpt2-tiny", "--zero", "1", "--gpus", "2").stdout
+    assert "communication per optimizer step and rank: 1009.5 KiB (6.00 bytes/param; the ZeRO paper's figure: " \
+           "673.0 KiB, 4.00 bytes/param)" in text
+
+
+def test_the_report_has_a_communication_table_only_for_rows_that_counted():
+    from dsx.report import comm_table
+
+    row = {"device": "cpu", "gpu_name": None, "world_size": 2, "model": {"preset": "gpt2-tiny", "overrides": {}},
+           "sweep": {"label": "z2 bf16"}, "versions": {"deepspeed": "0.18.9"},
+           "comm": {"bytes_per_step": 3072.0, "bytes_per_step_max": 3072.0, "bytes_per_param": 6.0,
+                    "collectives": {"all_reduce": {"calls_per_step": 3.0}, "all_gather_into_tensor": {
+                        "calls_per_step": 1.0}},
+                    "predicted": {"bytes_per_step": 3072.0, "paper_bytes_per_step": 2048.0}}}
+    table = comm_table([row, {**row, "comm": None}])
+    assert table.rows == [["2 x CPU", "gpt2-tiny", "z2 bf16", "0.18.9", "3.0 KiB", "3.0 KiB", "6.00", "3.0 KiB",
+                           "1.000", "2.0 KiB", "AG×1 AR×3", "-", "-"]]
+    assert comm_table([{**row, "comm": None}]) is None
+
+
+def test_on_one_rank_only_the_gradient_reduction_is_left(tiny):
+    n = tiny.total
+    for stage, gradients in ((1, 2 * n * 2), (2, 2 * n * 2), (3, n * 2)):
+        p = predict(zero(stage), tiny, world_size=1)
+        assert p.bytes_per_step == gradients, stage
+        assert p.notes == ["one rank: DeepSpeed still reduces the gradients, on a group of one, and skips its "
+                           "all-gathers"]
+
+
+@pytest.mark.deepspeed
+def test_deepspeed_turns_the_logger_on_for_a_block_that_says_enabled_false():
+    """Pins what the linter warns about (comms-logger-on) (DeepSpeed 0.19.8 here; 0.18.9 reads the same code)."""
+    import deepspeed.comm as dist
+    import deepspeed.comm.comm as ds_comm
+    from deepspeed.comm.config import DeepSpeedCommsConfig
+
+    class Config:
+        comms_config = DeepSpeedCommsConfig({"comms_logger": {"enabled": False}})
+
+    was = ds_comm.comms_logger.enabled
+    try:
+        dist.configure(enabled=False)
+        dist.configure(deepspeed_config=Config())
+        assert ds_comm.comms_logger.enabled is True
+    finally:
+        dist.configure(enabled=was)
