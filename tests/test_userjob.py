@@ -238,7 +238,9 @@ def test_the_sampler_finds_the_ranks_of_the_jobs_process_group_and_their_peak_rs
               "procs = [subprocess.Popen([sys.executable, '-c', sys.argv[1]], env={**os.environ, 'RANK': str(r), "
               "'LOCAL_RANK': str(r), 'HOLD_MB': str(200 if r else 1)}) for r in range(2)]\n"
               "time.sleep(120)\n")
-    job = subprocess.Popen([sys.executable, "-c", parent, rank], start_new_session=True)
+    # the launcher's environment has no RANK (an earlier in-process test of the session may have left one)
+    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    job = subprocess.Popen([sys.executable, "-c", parent, rank], start_new_session=True, env=clean)
     try:
         sampler = JobSampler("cpu", interval=0.2)
         sampler.start(job.pid)

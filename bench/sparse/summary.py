@@ -2,7 +2,7 @@
 sequence length, dense SDPA first, then each sparse layout with its speed and memory against that dense row, the
 predicted attention speed-up, what `--sparse-attention auto` runs there and whether that was right.
 
-    PYTHONPATH=. python3 bench/sparse/summary.py bench/sparse/h100/runs.jsonl
+    PYTHONPATH=. python3 bench/sparse/summary.py bench/sparse/h100/runs.jsonl [MORE.jsonl ...]
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ def _key(row: dict) -> tuple:
 
 def _auto(row: dict, ratio: float | None) -> str:
     """What auto runs for this row's layout (from its predicted attention speed-up) and whether it lost speed."""
-    predicted = (row.get("sparse_attention") or {}).get("predicted_attention_speedup")
+    sparse = row.get("sparse_attention") or {}
+    predicted = sparse.get("predicted_attention_speedup")
     if predicted is None:
         return "-"
+    if not sparse.get("applied", True):  # auto chose dense here: this row ran dense attention, like its base row
+        return "dense (this row: two dense runs, the ratio is their noise)"
     if predicted < AUTO_MARGIN:
         return "dense" + (f" (sparse measured {ratio:.2f}x)" if ratio is not None else "")
     if ratio is None:
@@ -55,8 +58,8 @@ def cells(row: dict, base: dict | None) -> list[str]:
             _auto(row, None if row is base else ratio)]
 
 
-def main(path: str) -> int:
-    rows = read_rows(path)
+def main(*paths: str) -> int:
+    rows = [row for path in paths for row in read_rows(path)]
     dense = {_key(r): r for r in rows if not r.get("sparse_attention") and r["status"] == "ok"}
     print("| model | seq | attention | block | tiles | status | step ms | tokens/s | reserved GiB | speed× dense "
           "| mem× dense | predicted attn× | auto runs |")
@@ -78,4 +81,4 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:]))
