@@ -20,6 +20,13 @@ class Preset:
     target: str | None = None
     """The DeepSpeed version the preset needs, when it is not any supported one."""
 
+    @property
+    def file(self) -> str:
+        """Its path under ds_configs/: presets that need another DeepSpeed sit in a folder named after it, so
+        `dsx validate ds_configs/*.json` is clean for the installed one and the folder says which to name
+        (`dsx validate --target-deepspeed 0.18.9 ds_configs/deepspeed-0.18.9/*.json`)."""
+        return f"deepspeed-{self.target}/{self.name}.json" if self.target else f"{self.name}.json"
+
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("zero1", "ZeRO-1: optimizer states partitioned; the cheapest step up from plain data parallel",
@@ -40,8 +47,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("onebit-adam", "1-bit Adam (DeepSpeed 0.18.x only): compressed all-reduce after a warm-up; fp16, "
                           "no ZeRO", {"zero": 0, "precision": "fp16", "onebit": "adam", "micro_batch": 16},
            target=LEGACY_TARGET),
-    Preset("sparse-long-context", "Block-sparse (BSLongformer) attention layout for long sequences (DeepSpeed "
-                                  "0.18.x; the kernels need torch < 2)",
+    Preset("sparse-long-context", "Block-sparse (BSLongformer) attention layout for long sequences (the block is "
+                                  "DeepSpeed 0.18's; dsx run applies it with FlexAttention on any DeepSpeed)",
            {"zero": 2, "precision": "fp16", "sparse_attention": "bslongformer", "micro_batch": 1},
            target=LEGACY_TARGET),
     Preset("pipeline", "Two pipeline stages with ZeRO-1 over 8 GPUs (pass num_stages=2 to PipelineModule)",

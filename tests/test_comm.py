@@ -55,7 +55,7 @@ def test_no_comm_log_leaves_any_comms_logger_out_of_the_ranks_config():
 
 
 def test_no_config_dsx_config_emits_turns_the_comms_logger_on():
-    for path in sorted((ROOT / "ds_configs").glob("*.json")):
+    for path in sorted((ROOT / "ds_configs").rglob("*.json")):
         assert "comms_logger" not in json.loads(path.read_text()), path.name
 
 

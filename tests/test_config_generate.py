@@ -31,12 +31,34 @@ def preset_config(name):
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_ds_configs_match_the_generator(name):
-    on_disk = json.loads((ROOT / "ds_configs" / f"{name}.json").read_text())
+    on_disk = json.loads((ROOT / "ds_configs" / PRESETS[name].file).read_text())
     assert on_disk == preset_config(name), "regenerate with: dsx config --write-presets ds_configs"
 
 
 def test_ds_configs_holds_exactly_the_presets():
-    assert sorted(p.stem for p in (ROOT / "ds_configs").glob("*.json")) == sorted(PRESETS)
+    assert sorted(str(p.relative_to(ROOT / "ds_configs")) for p in (ROOT / "ds_configs").rglob("*.json")) == \
+        sorted(p.file for p in PRESETS.values())
+
+
+def test_the_shipped_configs_are_clean_for_the_deepspeed_their_folder_names():
+    top = CliRunner().invoke(cli, ["validate", *map(str, sorted((ROOT / "ds_configs").glob("*.json")))])
+    legacy = CliRunner().invoke(cli, ["validate", "--target-deepspeed", "0.18.9",
+                                      *map(str, sorted((ROOT / "ds_configs" / "deepspeed-0.18.9").glob("*.json")))])
+    assert top.exit_code == 0, top.output
+    assert legacy.exit_code == 0, legacy.output
+    assert sorted(p.name for p in (ROOT / "ds_configs" / "deepspeed-0.18.9").glob("*.json")) == [
+        "onebit-adam.json", "sparse-long-context.json"]
+
+
+def test_a_preset_for_another_deepspeed_says_so_and_how_dsx_runs_it():
+    result = CliRunner().invoke(cli, ["config", "--preset", "onebit-adam"])
+    assert result.exit_code == 0
+    assert result.stderr.startswith("dsx config: note: the onebit-adam preset is written for DeepSpeed 0.18.9 "
+                                    "(installed here: 0.19.8); its 1-bit optimizers were removed in DeepSpeed 0.19: "
+                                    "run it through a DeepSpeed 0.18.9 lane, `dsx run --python ")
+    assert json.loads(result.stdout)["optimizer"]["type"] == "OneBitAdam"
+    assert CliRunner().invoke(cli, ["config", "--preset", "onebit-adam", "--target-deepspeed", "0.18.9"]).stderr == ""
+    assert CliRunner().invoke(cli, ["config", "--preset", "zero2"]).stderr == ""
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -19,7 +19,7 @@ NEW, OLD = Version("0.19.8"), Version("0.18.9")
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_validates_against_the_schema_of_its_target(name):
     target = Version(PRESETS[name].target or NEWEST_KNOWN)
-    config = json.loads((ROOT / "ds_configs" / f"{name}.json").read_text())
+    config = json.loads((ROOT / "ds_configs" / PRESETS[name].file).read_text())
     jsonschema.validate(config, config_schema(target))
 
 

@@ -76,18 +76,46 @@ def command(preset, list_presets, target, output, write_presets, **flags):
         return
     if write_presets:
         write_presets.mkdir(parents=True, exist_ok=True)
-        for name in PRESETS:
-            config = _generate_or_fail(name, {}, PRESETS[name].target or NEWEST_KNOWN)
-            (write_presets / f"{name}.json").write_text(dump(config))
-            click.echo(f"wrote {write_presets / f'{name}.json'}", err=True)
+        for name, entry in PRESETS.items():
+            config = _generate_or_fail(name, {}, entry.target or NEWEST_KNOWN)
+            path = write_presets / entry.file
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(dump(config))
+            click.echo(f"wrote {path}", err=True)
         return
     config = _generate_or_fail(preset, flags, target)
+    note = pinned_preset_note(preset, target)
+    if note:
+        click.echo(note, err=True)
     text = dump(config)
     if output:
         output.write_text(text)
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)
+
+
+PINNED_NOTES = {
+    "onebit-adam": "its 1-bit optimizers were removed in DeepSpeed 0.19: run it through a DeepSpeed 0.18.9 lane, "
+                   "`dsx run --python PATH/TO/venv18/bin/python --config FILE` (README: \"A DeepSpeed 0.18.9 lane\"); "
+                   "on 0.19, ZeRO++ quantized gradients (zero_quantized_gradients) cut gradient traffic instead",
+    "sparse-long-context": "DeepSpeed 0.19 rejects the sparse_attention block: `dsx run --config FILE` applies it itself "
+                           "(FlexAttention) and hands DeepSpeed the rest; your own script on 0.19 must drop the block",
+}
+"""What to do with a preset pinned to another DeepSpeed than the installed one."""
+
+
+def pinned_preset_note(preset: str | None, target_text: str | None) -> str | None:
+    """One stderr line when the preset is for another DeepSpeed than the one installed (and no --target-deepspeed
+    says the user knows): which, and how dsx runs it anyway."""
+    from dsx.versions import installed_deepspeed
+
+    pinned = PRESETS[preset].target if preset in PRESETS else None
+    installed = installed_deepspeed()
+    if not pinned or target_text or installed is None or installed.split("+")[0] == pinned:
+        return None
+    return (f"dsx config: note: the {preset} preset is written for DeepSpeed {pinned} (installed here: {installed}); "
+            f"{PINNED_NOTES[preset]}")
 
 
 def _generate_or_fail(preset: str | None, flags: dict, target_text: str | None) -> dict:
