@@ -134,6 +134,10 @@ _REMOTE_ENV = ("PATH", "PYTHONPATH", "TORCH_EXTENSIONS_DIR", "DS_ACCELERATOR", "
 _REMOTE_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "DSX_")
 
 
+INHERITED_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE")
+"""What DeepSpeed's launch.py sets for every rank, removed from the environment dsx starts a job with."""
+
+
 @dataclass
 class Nodes:
     """A launch over a hostfile: DeepSpeed's multi-node path (or one runner per node with --launcher no-ssh)."""
@@ -252,6 +256,11 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
             env[key] = value
             changes[key] = value
 
+    # A rank's variables in dsx's own environment (dsx started inside another job, or after something initialised a
+    # process group in this process) are not the job's: DeepSpeed's launch.py sets them for each rank. Passed on,
+    # they would make launch.py itself look like a rank to whoever reads the process tree (dsx launch's sampler).
+    for key in INHERITED_RANK_VARIABLES:
+        setenv(key, None)
     argv = [python, "-u", "-m", "deepspeed.launcher.runner"]
     visible = base_env.get("CUDA_VISIBLE_DEVICES", "").strip()
     if nodes is not None:

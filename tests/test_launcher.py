@@ -26,6 +26,13 @@ def plan(device="cpu", world_size=2, env=None, caps=None, cpu_count=2) -> Launch
                         gpu_capabilities=caps, cpu_count=cpu_count)
 
 
+def test_a_ranks_variables_in_dsxs_own_environment_do_not_reach_the_job():
+    p = plan(env={"PATH": "/usr/bin", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_SIZE": "1",
+                  "CROSS_RANK": "0", "CROSS_SIZE": "1", "MASTER_ADDR": "10.0.0.1"})
+    assert not {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"} & set(p.env)
+    assert p.env["MASTER_ADDR"] == "10.0.0.1"  # not a per-rank variable: left as it is
+
+
 def deepspeed_parses(arch_list: str) -> bool:
     """What DeepSpeed 0.19.8's op builder does with each entry (builder.py compute_capability_args)."""
     try:
