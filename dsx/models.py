@@ -134,6 +134,15 @@ MODELS: dict[str, ModelPreset] = {p.name: p for p in (
                              **_NO_CACHE}, 2048,
        "Llama-2-7B dims (meta-llama/Llama-2-7b-hf config.json): 32 layers, 4096 hidden, 32 heads, FFN 11008, "
        "vocab 32000, untied LM head"),
+    # Llama-3-8B: meta-llama/Meta-Llama-3-8B config.json (GQA with 8 KV heads, FFN 14336 = 3.5 x hidden, vocab
+    # 128256, rope_theta 500000, untied LM head, 8192 positions).
+    _p("llama-8b", "llama", {"vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336,
+                             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                             "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+                             "bos_token_id": 128000, "eos_token_id": 128001, **_NO_CACHE}, 2048,
+       "Llama-3-8B dims (meta-llama/Meta-Llama-3-8B config.json): 32 layers, 4096 hidden, 32 heads / 8 KV heads, "
+       "FFN 14336, vocab 128256, rope_theta 500000, untied LM head"),
     # Tiny versions of each family: 2 layers, hidden 64, 4 heads (head dim 16), vocab 1000, seq 64; 128 positions
     # so a test can go past the default seq_len. Token ids of the real tokenizers kept where they fit in 1000.
     _p("gpt2-tiny", "gpt2", {"vocab_size": 1000, "n_positions": 128, "n_layer": 2, "n_embd": 64, "n_head": 4,
