@@ -30,9 +30,9 @@ GPU, the rest on the CPU; f is the offloaded sub-groups' share of the parameters
 r = 1). The GPU sub-groups keep their fp32 master, optimizer state and fp32 gradients on the GPU: (S + 4)·(1-f)·N/W
 more GPU bytes, f of the host bytes, f of the CPU optimizer step.
 
-Compiled (`--compile`, DeepSpeed's engine.compile()): the layers' saved activations x COMPILE_LAYER_FACTOR, the
-embeddings/head/loss part and the loss gradients x COMPILE_HEAD_FACTOR, the compute COMPILE_SPEEDUP x faster
-(dsx.calibration: GPT-2 rows of bench/mfu).
+Compiled (`--compile`, DeepSpeed's engine.compile()) at ZeRO 0-2: the layers' saved activations x
+COMPILE_LAYER_FACTOR, the embeddings/head/loss part and the loss gradients x COMPILE_HEAD_FACTOR, the compute
+COMPILE_SPEEDUP x faster (dsx.calibration: GPT-2 ZeRO-1/2 rows of bench/mfu); at ZeRO-3, not measured, as eager.
 
 Speed, per optimizer step of G = grad-accum micro-batches: model FLOPs of the G micro-batches (dsx.flops) x (1 +
 recomputed forward with checkpointing) over the GPU's dense peak times an achieved fraction, + ZeRO-3's
@@ -242,7 +242,7 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
         recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - parts["loss gradients"]
         if recompute > 0:
             parts["recomputed layer"] = recompute
-    if setup.compile:
+    if compiled_counted(setup):
         from dsx.activations import compiled
 
         return compiled(parts)
@@ -343,7 +343,7 @@ def step_time(setup: Setup, micro_batch: int) -> float:
         return _pipeline_step_time(setup, micro_batch)
     seconds = gpu.fixed_s_per_param * n / setup.world_size
     seconds += flops / (_peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction
-                        * (COMPILE_SPEEDUP if setup.compile else 1.0))
+                        * (COMPILE_SPEEDUP if compiled_counted(setup) else 1.0))
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     if stage == 3:
@@ -427,10 +427,18 @@ def _host_notes(setup: Setup, fraction: float) -> list[str]:
     notes = []
     if 0.0 < fraction < 1.0:
         notes.append("partial optimizer offload: " + describe(setup.ds_config, setup.resolved, _data_parallel(setup)))
-    if setup.compile:
+    if compiled_counted(setup):
         notes.append(f"compiled: activations x{COMPILE_LAYER_FACTOR} (layers) and x{COMPILE_HEAD_FACTOR} (embeddings, "
                      f"head, loss), compute x{COMPILE_SPEEDUP} faster (measured on GPT-2 rows: dsx.calibration)")
+    elif setup.compile:
+        notes.append("compiled at ZeRO-3: counted as eager (compile was measured at ZeRO-1/2 only; ZeRO-3 gathers "
+                     "parameters in hooks around every module)")
     return notes
+
+
+def compiled_counted(setup: Setup) -> bool:
+    """Whether the compile factors apply: --compile at ZeRO 0-2, where they were measured (ZeRO-3 counts as eager)."""
+    return setup.compile and zero_stage(setup.ds_config) < 3
 
 
 def offloaded_fraction(setup: Setup) -> float:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsx.config_facts import offload_ratio
+
 PARTIAL_OFFLOAD_STAGE = "Partial offloading only supported for ZeRO Stage 3."
 """DeepSpeed's assertion (runtime/zero/config.py, offload_ratio_check) on a ratio < 1 below ZeRO-3."""
 
@@ -26,11 +28,6 @@ class PartialOffloadError(ValueError):
 
 def _number(value: Any, default: float) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-
-
-def offload_ratio(config: dict) -> float:
-    """zero_optimization.offload_optimizer.ratio: the share of the optimizer to offload (DeepSpeed's default 1)."""
-    return _number(((config.get("zero_optimization") or {}).get("offload_optimizer") or {}).get("ratio"), 1.0)
 
 
 def sub_group_size(config: dict) -> int:
