@@ -371,7 +371,7 @@ def _print_plan(spec, configurations, refused: dict) -> None:
     if plans:
         click.echo(f"dsx estimate ({gpu}): likely fastest first; the search starts at the predicted largest "
                    "micro-batch", err=True)
-        configurations = list(plans) + [c for c in configurations if c not in plans]
+        configurations = list(plans) + [c for c in configurations if c not in runnable]
     for i, configuration in enumerate(configurations, start=1):
         item = plans.get(configuration)
         problem = configuration.problem(spec.nvme_path) or refused.get(configuration) or (item.skip if item else None)
