@@ -42,9 +42,12 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--largest", is_flag=True,
               help="The largest model of --model's family that fits here (or on --gpu-kind / --host-memory), with the "
                    "configuration dsx would use: the family's published shapes and the steps between them.")
+@click.option("--min-tflops", type=click.FloatRange(min=0), metavar="X",
+              help="With --largest: the largest model whose best configuration is predicted at least X model TFLOP/s "
+                   "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
-            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, host_memory, nvme_free, largest, as_json,
+            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, host_memory, nvme_free, largest, min_tflops, as_json,
             **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
@@ -68,12 +71,14 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
 
     gpu_kind = pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu") or "h100-80gb"
     act_ckpt = act_ckpt == "on"  # the word (off|on) as the bool Setup and RunRequest take
+    if min_tflops is not None and not largest:
+        raise click.UsageError("--min-tflops goes with --largest")
     if largest:
         from dsx.cli.largest import largest_command
 
         largest_command(model=model, sets=sets, seq_len=seq_len, vocab_pad=vocab_pad, gpus=gpus, gpu_kind=gpu_kind,
                         memory_cap=memory_cap, attn=attn, host_memory=host_memory, nvme_free=nvme_free,
-                        as_json=as_json, given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
+                        min_tflops=min_tflops, as_json=as_json, given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
                                                 "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt,
                                                 "compile": compile_, **config_options})
         return

@@ -206,6 +206,9 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
               help="Run every configuration and micro-batch, in order, even those dsx estimate predicts not to fit "
                    "(by default, on a calibrated GPU, they are skipped and the search starts at the predicted largest "
                    "micro-batch, likely fastest configurations first).")
+@click.option("--top", type=click.IntRange(min=1), metavar="N",
+              help="With pruning: run only the N configurations predicted fastest (of those kept), e.g. --top 1 for "
+                   "the predicted best.")
 @click.option("--keep-within", type=click.FloatRange(min=0, max=1), default=0.1, show_default=True,
               metavar="FRACTION", help="With pruning: skip configurations predicted slower than the predicted "
                                        "fastest by more than this fraction (1 keeps all that fit).")
@@ -218,7 +221,7 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 def command(model, zero_, offload, offload_params, offload_ratio, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
-            sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within, gpu_kind,
+            sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within, gpu_kind,
             gpu_kind_old, host_memory, nvme_free, dry_run, inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
@@ -282,7 +285,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, precision, act
         steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
         optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
         trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,
-        prune=not no_prune, keep_within=keep_within, estimate_gpu=estimate_gpu,
+        prune=not no_prune, top=top, keep_within=keep_within, estimate_gpu=estimate_gpu,
         nodes={key: value for key, value in nodes.items()
                if value is not None and not (key == "launcher" and value == "pdsh")},
         sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],

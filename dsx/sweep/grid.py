@@ -131,6 +131,9 @@ class SweepSpec:
     prune: bool = True
     """Use dsx estimate on a calibrated GPU: skip configurations predicted not to fit, start the micro-batch search
     at the predicted largest, run the likely fastest configurations first (--no-prune turns it off)."""
+    top: int | None = None
+    """With pruning: run only the first N configurations of the plan (the N predicted fastest that are kept); the
+    others are skipped and say so. Not part of the sweep id: it decides how far to go, not what a trial is."""
     keep_within: float = 0.1
     """With pruning: skip configurations predicted slower than the predicted fastest by more than this fraction
     (1 keeps every one that fits). dsx estimate's tokens/s is rough alone but errs alike across one model's

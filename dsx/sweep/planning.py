@@ -158,7 +158,11 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             item.skip = (f"predicted {item.tokens_per_s:,.0f} tokens/s, {slower:.0%} below the predicted fastest "
                          f"({fastest.configuration.label}, {fastest.tokens_per_s:,.0f}; --keep-within "
                          f"{math.ceil(slower * 100) / 100:g} or --no-prune runs it)")
-    return sorted(plans, key=lambda p: (p.skip is not None, -(p.tokens_per_s or 0.0)))
+    ordered = sorted(plans, key=lambda p: (p.skip is not None, -(p.tokens_per_s or 0.0)))
+    if spec.top is not None:
+        for item in [p for p in ordered if p.skip is None][spec.top:]:
+            item.skip = f"beyond --top {spec.top} (predicted {item.tokens_per_s or 0:,.0f} tokens/s)"
+    return ordered
 
 
 def _grad_accum(spec: SweepSpec, setup, first: int) -> int:
