@@ -161,7 +161,8 @@ def rungs(preset: str) -> list[Rung]:
         for index, h in enumerate(widths):
             heads = h // head_dim
             kv = a.kv_heads if gqa else heads
-            multiplier = a.ffn_multiplier + (b.ffn_multiplier - a.ffn_multiplier) * (h - a.hidden) / (b.hidden - a.hidden)
+            share = (h - a.hidden) / (b.hidden - a.hidden)
+            multiplier = a.ffn_multiplier + (b.ffn_multiplier - a.ffn_multiplier) * share
             if ladder.family == "gpt2":
                 ffn = 4 * h
             elif h == a.hidden:

@@ -136,7 +136,8 @@ def test_sub_groups_are_cut_as_deepspeeds_own_code_cuts_them():
     from dsx.models import meta_model
 
     resolved = resolve_model("llama-tiny")
-    params = [SimpleNamespace(partition_numel=lambda n=-(-p.numel() // 2): n) for p in meta_model(resolved).parameters()]
+    params = [SimpleNamespace(partition_numel=lambda n=-(-p.numel() // 2): n)
+              for p in meta_model(resolved).parameters()]
     groups = DeepSpeedZeroOptimizer_Stage3._create_fp16_sub_groups(SimpleNamespace(sub_group_size=20_000), params)
     assert sub_group_sizes(resolved, 2, 20_000) == [sum(p.partition_numel() for p in g) for g in groups]
 
@@ -239,4 +240,5 @@ def test_compile_with_pipeline_stages_is_refused_as_dsx_run_refuses_it():
     out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", "--pipeline-stages", "2", "--gpus", "2",
                                    "--compile"])
     assert out.exit_code == 2
-    assert out.output.splitlines()[-1] == "Error: --compile is not supported with --pipeline-stages (dsx run refuses it too)"
+    assert out.output.splitlines()[-1] == ("Error: --compile is not supported with --pipeline-stages (dsx run refuses "
+                                           "it too)")

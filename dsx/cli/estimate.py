@@ -47,8 +47,8 @@ def nvme_path_of(config: dict) -> str | None:
                    "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
-            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, host_memory, nvme_free, largest, min_tflops, as_json,
-            **config_options):
+            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, host_memory, nvme_free, largest, min_tflops,
+            as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -78,9 +78,10 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
 
         largest_command(model=model, sets=sets, seq_len=seq_len, vocab_pad=vocab_pad, gpus=gpus, gpu_kind=gpu_kind,
                         memory_cap=memory_cap, attn=attn, host_memory=host_memory, nvme_free=nvme_free,
-                        min_tflops=min_tflops, as_json=as_json, given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
-                                                "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt,
-                                                "compile": compile_, **config_options})
+                        min_tflops=min_tflops, as_json=as_json,
+                        given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
+                               "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt, "compile": compile_,
+                               **config_options})
         return
     try:
         resolved = resolve_model(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)

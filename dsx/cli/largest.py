@@ -33,7 +33,8 @@ def largest_command(*, model, sets, seq_len, vocab_pad, gpus, gpu_kind, memory_c
     except ModelError as exc:
         raise click.UsageError(str(exc)) from None
     spec = SweepSpec(model=model, zero=[1, 2, 3], offload=["none"], overrides=overrides, seq_len=seq_len,
-                     vocab_pad=vocab_pad, precision=[given.get("precision") or "bf16"], optimizer=given.get("optimizer"),
+                     vocab_pad=vocab_pad, precision=[given.get("precision") or "bf16"],
+                     optimizer=given.get("optimizer"),
                      lr=given.get("lr"), ds_sets=tuple(given.get("ds_sets") or ()), attn=attn, gpus=[gpus],
                      memory_cap=memory_cap, host_memory=with_host_margin(host_capacity(host_memory)),
                      nvme_free=nvme_free,

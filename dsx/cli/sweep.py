@@ -221,8 +221,8 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 def command(model, zero_, offload, offload_params, offload_ratio, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
-            sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within, gpu_kind,
-            gpu_kind_old, host_memory, nvme_free, dry_run, inject, **nodes):
+            sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
+            gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     With no axis given (--zero, --offload, --offload-ratio, --act-ckpt, --compile, --grad-accum, ...) and a
