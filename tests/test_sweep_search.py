@@ -140,6 +140,13 @@ def test_an_axis_given_runs_its_grid_not_the_default_search(tmp_path):
     assert not any(line.startswith("no axis given") for line in lines)
 
 
+def test_several_precisions_are_an_axis_too(tmp_path):
+    lines = dry_run(tmp_path, "--model", "gpt2-tiny", "--precision", "bf16,fp32", "--micro-batch", "1", *H100)
+    assert [line.split("  (")[0] for line in planned(lines)] == [
+        "  1. z1 bf16", "  2. z2 bf16", "  3. z1 fp32", "  4. z2 fp32", "  5. z3 bf16", "  6. z3 fp32"]
+    assert not any(line.startswith("no axis given") for line in lines)
+
+
 def test_without_dsx_estimate_no_axis_means_the_plain_grid(tmp_path):
     lines = dry_run(tmp_path, "--model", "gpt2-tiny", "--no-prune")
     assert lines[1] == ("no axis given, but the default search needs dsx estimate (a calibrated GPU, or --gpu-kind, and "

@@ -341,7 +341,8 @@ def _default_search(spec, ctx) -> str | None:
     from dsx.sweep import visible_gpu_kind
     from dsx.sweep.space import GRAD_ACCUM_CHOICES
 
-    if any(ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT for name in SEARCH_AXES):
+    if any(ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT for name in SEARCH_AXES) \
+            or len(spec.precision) > 1:  # several precisions are an axis too
         return None
     gpu = visible_gpu_kind(spec) if spec.prune else None
     if gpu is None:
