@@ -242,3 +242,28 @@ def test_compile_with_pipeline_stages_is_refused_as_dsx_run_refuses_it():
     assert out.exit_code == 2
     assert out.output.splitlines()[-1] == ("Error: --compile is not supported with --pipeline-stages (dsx run refuses "
                                            "it too)")
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_a_partial_offload_ratio_trains_for_real_and_its_row_says_so(tmp_path):
+    """DeepSpeed's ZeRO-3 with offload_optimizer.ratio 0.5 through dsx run on a CPU rank (its sub-groups of 50,000
+    elements cut llama-tiny in three): the config DeepSpeed got carries the ratio, the report labels it."""
+    import os
+    import subprocess
+    import sys
+
+    from dsx.report.facts import derived_label, offload_text
+
+    results = tmp_path / "r.jsonl"
+    done = subprocess.run([sys.executable, "-m", "dsx", "run", "--model", "llama-tiny", "--zero", "3", "--offload",
+                           "cpu", "--ds-set", "zero_optimization.offload_optimizer.ratio=0.5", "--ds-set",
+                           "zero_optimization.sub_group_size=50000", "--act-ckpt", "--micro-batch", "2",
+                           "--grad-accum", "2", "--steps", "2", "--warmup", "1", "--precision", "fp32",
+                           "--results", str(results)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = read_rows(results)
+    assert row["status"] == "ok" and row["ds_config"]["zero_optimization"]["offload_optimizer"]["ratio"] == 0.5
+    assert (derived_label(row), offload_text(row)) == ("z3 off=cpu:0.5 fp32 ckpt", "cpu:0.5")
+    assert sub_group_sizes(resolve_model("llama-tiny"), 1, 50_000) == [64_000, 50_304, 106_176]
