@@ -105,7 +105,9 @@ GPUS: dict[str, GpuKind] = {H100.key: H100}
 def calibration_role(row: dict) -> str:
     """What a result row is to the H100 calibration: 'calibration' (a CALIBRATION_ROWS configuration: it set the
     constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
-    judged) or 'judged'."""
+    judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors) or 'judged'."""
+    if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
+        return "compile calibration"
     if row.get("gpu_name") == H100.name:
         if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
                 ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
@@ -113,3 +115,35 @@ def calibration_role(row: dict) -> str:
         if row.get("run_id") in HEADROOM_RUN_IDS:
             return "fit calibration"
     return "judged"
+
+
+# --- torch.compile (DeepSpeed's engine.compile(), `dsx run --compile`) ------------------------------------------
+# Inductor fuses what eager autograd keeps apart (GELU's temporaries, LayerNorm outputs, dropout masks, the fp32
+# upcast of the logits and the loss' gradients), so a compiled model saves fewer bytes for its backward pass than
+# dsx.activations counts for the eager one. Two factors, one for the decoder layers' activations and one for the
+# embeddings/head/loss part, solved from two compiled H100 rows of different shape (gpt2-xl: layers dominate; gpt2:
+# the 50k-vocab head and loss dominate), given the estimator's own model states and eager activation counts for
+# them. Measured with GPT-2 only: applied to every family, it is a guess for Llama's SwiGLU/RMSNorm layers.
+
+COMPILE_FILE = "bench/mfu/h100/runs.jsonl"
+"""issue 3's H100 rows: gpt2-xl ZeRO-2 micro-batch 8 eager and compiled (59.3 -> 42.1 GiB peak allocated, the same
+command) and gpt2 ZeRO-1 micro-batch 32 compiled."""
+
+COMPILE_RUN_IDS = {
+    "layers": "535777384f0b4cd19cf712750d98d81c", "head": "0ffb19ea885442dbac8a47a9cb4124f2",
+    "eager": "403763b215d94757afe72b3ce9e5f54f",
+}
+"""The rows of COMPILE_FILE the compile factors come from: 'layers' (gpt2-xl z2 mb 8 compiled) and 'head' (gpt2
+z1 mb 32 compiled) set the two memory factors; 'eager' (gpt2-xl z2 mb 8, not compiled) beside 'layers' sets the
+speed factor. The other compiled rows of bench/mfu are judged (bench/estimator/accuracy.py)."""
+
+COMPILE_LAYER_FACTOR = 0.576
+"""Compiled / eager bytes saved by the decoder layers (also the recomputed layer under checkpointing; the
+checkpointed layer inputs are inputs, not changed by compiling)."""
+
+COMPILE_HEAD_FACTOR = 0.337
+"""Compiled / eager bytes of the embeddings, LM head and loss, and of the loss' gradients."""
+
+COMPILE_SPEEDUP = 1.233
+"""Achieved FLOP/s of the compiled model over the eager one (the step's compute term; the per-parameter optimizer
+and ZeRO terms are not compiled): gpt2-xl z2 mb 8, 394 -> 350 ms per step."""

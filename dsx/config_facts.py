@@ -27,8 +27,17 @@ def offload_devices(config: dict) -> tuple[str, str]:
     return opt, param
 
 
-def offload_text(opt: str, param: str) -> str:
-    """'none', 'cpu', 'cpu+params', 'cpu, params nvme': the report's offload column."""
+def offload_ratio(config: dict) -> float:
+    """zero_optimization.offload_optimizer.ratio: the share of the optimizer to offload (DeepSpeed's default 1;
+    below 1 at ZeRO-3 only: dsx.offload)."""
+    value = ((config.get("zero_optimization") or {}).get("offload_optimizer") or {}).get("ratio")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+
+
+def offload_text(opt: str, param: str, ratio: float = 1.0) -> str:
+    """'none', 'cpu', 'cpu:0.7' (partial offload), 'cpu+params', 'cpu, params nvme': the report's offload column."""
+    if opt != "none" and ratio < 1.0:
+        opt = f"{opt}:{ratio:g}"
     if opt == "none" and param == "none":
         return "none"
     if param == "none":
@@ -37,11 +46,12 @@ def offload_text(opt: str, param: str) -> str:
 
 
 def configuration_label(*, zero: int, offload: str, offload_params: str, precision: str, act_ckpt: bool,
-                        compile: bool, extra: list[str] | tuple[str, ...] = ()) -> str:
-    """The label sweep and report print for a configuration: 'z3 off=cpu params=cpu bf16 ckpt compile' + extra."""
+                        compile: bool, extra: list[str] | tuple[str, ...] = (), offload_ratio: float = 1.0) -> str:
+    """The label sweep and report print for a configuration: 'z3 off=cpu params=cpu bf16 ckpt compile' + extra
+    ('off=cpu:0.7' with a partial offload ratio)."""
     parts = [f"z{zero}"]
     if offload != "none":
-        parts.append(f"off={offload}")
+        parts.append(f"off={offload}" + (f":{offload_ratio:g}" if offload_ratio < 1.0 else ""))
     if offload_params != "none":
         parts.append(f"params={offload_params}")
     parts.append(precision)

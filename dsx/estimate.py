@@ -21,12 +21,29 @@ Fits: peak allocated + CUDA context + allocator headroom <= the GPU's memory. Th
 allocator could not use when a multi-GiB block (the fp32 logits) had to be placed near the boundary
 (dsx.calibration.HEADROOM_FILE).
 
-Host, per rank (CPU offload): the process itself (calibrated) + HOST_BYTES_PER_PARAM·N/W (+ P·N/W with the
-parameters offloaded); NVMe offload puts S·N/W on the drive instead.
+Host, per rank (CPU offload): the process itself (calibrated) + HOST_BYTES_PER_PARAM·f·N/W (+ P·N/W with the
+parameters offloaded); NVMe offload puts S·f·N/W on the drive instead. The ranks of one host share its RAM.
 
-Speed: model FLOPs (dsx.flops) x (1 + recomputed forward with checkpointing) over the GPU's dense peak times an
-achieved fraction, + the CPU optimizer step (offload) + ZeRO-3's per-parameter gather cost. Communication between
-GPUs is not modelled (assumed overlapped): multi-GPU speed is an upper bound.
+Partial optimizer offload (ZeRO-3 `offload_optimizer.ratio` r < 1): DeepSpeed cuts the parameters into sub-groups
+of `sub_group_size` (1e9) elements, in parameter order, and keeps the first int((1 - r) x sub-groups) of them on the
+GPU, the rest on the CPU; f is the offloaded sub-groups' share of the parameters (1 for full offload, which is
+r = 1). The GPU sub-groups keep their fp32 master, optimizer state and fp32 gradients on the GPU: (S + 4)·(1-f)·N/W
+more GPU bytes, f of the host bytes, f of the CPU optimizer step.
+
+Compiled (`--compile`, DeepSpeed's engine.compile()) at ZeRO 0-2: the layers' saved activations x
+COMPILE_LAYER_FACTOR, the embeddings/head/loss part and the loss gradients x COMPILE_HEAD_FACTOR, the compute
+COMPILE_SPEEDUP x faster (dsx.calibration: GPT-2 ZeRO-1/2 rows of bench/mfu); at ZeRO-3, not measured, as eager.
+
+Speed, per optimizer step of G = grad-accum micro-batches: model FLOPs of the G micro-batches (dsx.flops) x (1 +
+recomputed forward with checkpointing) over the GPU's dense peak times an achieved fraction, + ZeRO-3's
+per-parameter gather cost (every micro-batch's passes), + once per step: the per-parameter fixed work and the CPU
+optimizer step (x f with partial offload). Accumulating G micro-batches spreads the once-per-step part over G times
+the tokens: with offload, tokens/s rises with G. Communication between GPUs is not modelled (assumed overlapped):
+multi-GPU speed is an upper bound.
+
+Fits: every resource fits (dsx.fit): the GPU as above, the host's RAM (the per-rank host bytes x the ranks on the
+host, against Setup.host_memory) and the NVMe path's free space (Setup.nvme_free); a capacity that is None is not
+checked. The estimate names the resource that binds.
 
 Every constant that is not DeepSpeed's layout is calibrated on named rows of the repository's bench/ results and
 ships inside dsx as literal numbers (dsx.calibration: GPUS, the rows each came from); this module reads no file.
@@ -38,8 +55,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.calibration import GPUS, GpuKind
+from dsx.calibration import COMPILE_SPEEDUP, GPUS, GpuKind
 from dsx.config_facts import offload_devices, precision_of, zero_stage
+from dsx.fit import binding, fit_resources
 
 
 class EstimateError(ValueError):
@@ -68,6 +86,14 @@ class Setup:
     pipeline_stages: int | None = None
     """--pipeline-stages: world_size = stages x data-parallel replicas; the estimate is the largest stage's."""
     pipeline_partition: str = "parameters"
+    compile: bool = False
+    """--compile: DeepSpeed's engine.compile() (dsx.calibration's compile factors)."""
+    host_memory: int | None = None
+    """RAM of the host the ranks share (--host-memory, or this machine's); None: host memory is not checked."""
+    nvme_free: int | None = None
+    """Free bytes of the NVMe offload path (--nvme-free, or measured under --nvme-path); None: not checked."""
+    ranks_per_host: int | None = None
+    """Ranks sharing one host's RAM and NVMe; None: all world_size ranks (one host)."""
 
 
 @dataclass
@@ -104,6 +130,12 @@ class Estimate:
     pipeline: dict[str, Any] | None = None
     """--pipeline-stages: stages, data_parallel, micro_batches, bubble_fraction, largest_stage and per_stage
     (layers, params, peak_allocated); the memory figures above are the largest stage's."""
+    offloaded_fraction: float = 0.0
+    """Share of the optimizer states on the CPU/NVMe: 1 with full offload, the sub-groups' share with a ratio."""
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    """GPU memory, host memory, NVMe (dsx.fit.Resource.as_dict): needed, capacity (None: not checked), fits."""
+    binding: str | None = None
+    """The resource that binds: the first that does not fit, else the one with the least margin."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -210,6 +242,10 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
         recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - parts["loss gradients"]
         if recompute > 0:
             parts["recomputed layer"] = recompute
+    if compiled_counted(setup):
+        from dsx.activations import compiled
+
+        return compiled(parts)
     return parts
 
 
@@ -229,6 +265,7 @@ def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str,
                           optimizer_bytes=optimizer_state_bytes(config), offload=offload,
                           offload_params=offload_params, bucket=bucket, grad_accum=setup.grad_accum,
                           gathered=gathered)
+    states = partial_offload_states(states, setup, n, precision)
     forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch)}
     step = states["step"]
     if sum(forward.values()) >= sum(step.values()):
@@ -305,9 +342,10 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     if setup.pipeline_stages:
         return _pipeline_step_time(setup, micro_batch)
     seconds = gpu.fixed_s_per_param * n / setup.world_size
-    seconds += flops / (_peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction)
+    seconds += flops / (_peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction
+                        * (COMPILE_SPEEDUP if compiled_counted(setup) else 1.0))
     if offload != "none":
-        seconds += gpu.cpu_step_s_per_param[stage] * n / setup.world_size
+        seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     if stage == 3:
         seconds += gpu.zero3_s_per_param_pass * n * (3 if setup.act_ckpt else 2) * setup.grad_accum
     return seconds
@@ -326,36 +364,106 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     used = reserved + setup.gpu.context_bytes
     needed = allocated + _beside_allocated(setup.gpu)
     capacity = _capacity(setup)
-    host = setup.gpu.host_process_bytes[stage]
-    per_param = setup.gpu.host_bytes_per_param
-    nvme = 0
-    states = (0 if (stage == 0 and precision == "fp32") else 4) + optimizer_state_bytes(config)
-    if offload == "cpu":
-        host += int(per_param[stage] * n_rank) // world
-    elif offload == "nvme":
-        nvme += states * n_rank // world
-        host += int((per_param[stage] - states) * n_rank) // world
-    p = 4 if precision == "fp32" else 2
-    if offload_params == "cpu":
-        host += p * n_rank // world
-    elif offload_params == "nvme":
-        nvme += p * n_rank // world
+    fraction = offloaded_fraction(setup)
+    host, nvme = host_bytes(setup, n_rank, world, fraction)
     seconds = step_time(setup, setup.micro_batch)
     tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world
     notes = []
     if setup.world_size > 1:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    notes += _host_notes(setup, fraction)
     if pipeline:
         notes.append(f"pipeline: the largest stage's memory (stage {pipeline['largest_stage']}); speed = (micro-batches"
                      " + stages - 1) x the slowest stage's micro-batch time: the 1F1B bubble, no transfer time")
+    resources = fit_resources(setup.ranks_per_host or setup.world_size, needed, capacity, host, setup.host_memory,
+                              nvme, setup.nvme_free)
+    bound = binding(resources)
     return Estimate(
         gpu=setup.gpu.key, params=n, world_size=setup.world_size, micro_batch=setup.micro_batch,
         precision=precision, zero=stage, offload=offload, offload_params=offload_params, breakdown=breakdown,
         peak_moment=moment, peak_allocated=allocated, peak_reserved=reserved, gpu_used=used, capacity=capacity,
-        needed=needed, fits=needed <= capacity, margin=(capacity - needed) / capacity, host_per_rank=host, nvme_bytes=nvme,
-        step_time_s=seconds, tokens_per_s=tokens / seconds,
+        needed=needed, fits=all(r.fits for r in resources), margin=(capacity - needed) / capacity,
+        host_per_rank=host, nvme_bytes=nvme, step_time_s=seconds, tokens_per_s=tokens / seconds,
         max_micro_batch=max_micro_batch(setup) if search_max else None, notes=notes, pipeline=pipeline,
+        offloaded_fraction=fraction, resources=[r.as_dict() for r in resources],
+        binding=bound.name if bound else None,
     )
+
+
+# ------------------------------------------------------------------------ host, NVMe, partial offload, compile
+#
+# What the ranks need of the host (RAM, NVMe space, dsx.fit) and how much of the optimizer DeepSpeed offloads with
+# a ratio < 1 (dsx.offload); they only add to the GPU arithmetic above.
+
+
+def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[int, int]:
+    """(host RAM, NVMe bytes) of one rank: the process, the offloaded share `fraction` of the optimizer's
+    calibrated host bytes (on NVMe: its states on the drive, the rest in RAM), offloaded parameters."""
+    config = setup.ds_config
+    stage, offload, offload_params, _ = _zero(config)
+    precision = precision_of(config)
+    host = setup.gpu.host_process_bytes[stage]
+    per_param = setup.gpu.host_bytes_per_param
+    nvme = 0
+    states = (0 if (stage == 0 and precision == "fp32") else 4) + optimizer_state_bytes(config)
+    if offload == "cpu":
+        host += int(per_param[stage] * fraction * n_rank) // world
+    elif offload == "nvme":
+        nvme += int(states * fraction * n_rank) // world
+        host += int((per_param[stage] - states) * fraction * n_rank) // world
+    p = 4 if precision == "fp32" else 2
+    if offload_params == "cpu":
+        host += p * n_rank // world
+    elif offload_params == "nvme":
+        nvme += p * n_rank // world
+    return host, nvme
+
+
+def _host_notes(setup: Setup, fraction: float) -> list[str]:
+    """What the estimate assumed of partial offload and compilation, in words."""
+    from dsx.calibration import COMPILE_HEAD_FACTOR, COMPILE_LAYER_FACTOR
+    from dsx.offload import describe
+
+    notes = []
+    if 0.0 < fraction < 1.0:
+        notes.append("partial optimizer offload: " + describe(setup.ds_config, setup.resolved, _data_parallel(setup)))
+    if compiled_counted(setup):
+        notes.append(f"compiled: activations x{COMPILE_LAYER_FACTOR} (layers) and x{COMPILE_HEAD_FACTOR} (embeddings, "
+                     f"head, loss), compute x{COMPILE_SPEEDUP} faster (measured on GPT-2 rows: dsx.calibration)")
+    elif setup.compile:
+        notes.append("compiled at ZeRO-3: counted as eager (compile was measured at ZeRO-1/2 only; ZeRO-3 gathers "
+                     "parameters in hooks around every module)")
+    return notes
+
+
+def compiled_counted(setup: Setup) -> bool:
+    """Whether the compile factors apply: --compile at ZeRO 0-2, where they were measured (ZeRO-3 counts as eager)."""
+    return setup.compile and zero_stage(setup.ds_config) < 3
+
+
+def offloaded_fraction(setup: Setup) -> float:
+    """Share of the parameters whose optimizer states are off the GPU (dsx.offload.offloaded_fraction)."""
+    from dsx.offload import PartialOffloadError
+    from dsx.offload import offloaded_fraction as fraction
+
+    stage, offload, _, _ = _zero(setup.ds_config)
+    try:
+        return fraction(setup.ds_config, stage, offload, setup.resolved, _data_parallel(setup))
+    except PartialOffloadError as exc:
+        raise EstimateError(str(exc)) from None
+
+
+def partial_offload_states(states: dict[str, dict[str, int]], setup: Setup, params: int,
+                           precision: str) -> dict[str, dict[str, int]]:
+    """With a ratio < 1 the sub-groups left on the GPU keep their fp32 master weights, optimizer state and fp32
+    gradients there, at both moments (the states of model_states with full offload, plus these)."""
+    fraction = offloaded_fraction(setup)
+    if fraction in (0.0, 1.0):
+        return states
+    master = 0 if precision == "fp32" else 4
+    kept = int((master + optimizer_state_bytes(setup.ds_config) + 4) * (1 - fraction) * params) // _data_parallel(setup)
+    part = "optimizer sub-groups kept on the GPU"
+    return {moment: {**parts, part: kept} for moment, parts in states.items()}
 
 
 # ------------------------------------------------------------------------------------------------ pipeline stages
@@ -472,4 +580,4 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
                  memory_limit=row.get("memory_cap"), pipeline_stages=pipeline.get("stages"),
-                 pipeline_partition=pipeline.get("partition") or "parameters")
+                 pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")))

@@ -70,6 +70,9 @@ FAMILIES: dict[str, Family] = {
 _NO_CACHE = {"use_cache": False}
 _GPT2 = {"vocab_size": 50257, "n_positions": 1024, **_NO_CACHE}
 _BERT = {"vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}
+# What Llama-3's config.json files share (3.2-1B, 3.2-3B, 3-8B): vocabulary, tokens, norm epsilon, RoPE base.
+_LLAMA3 = {"vocab_size": 128256, "rms_norm_eps": 1e-5, "bos_token_id": 128000, "eos_token_id": 128001,
+           "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, **_NO_CACHE}
 _TINY = "tiny shape for CPU tests and smoke runs (2 cores: a step takes milliseconds); not a published model"
 
 
@@ -114,18 +117,14 @@ MODELS: dict[str, ModelPreset] = {p.name: p for p in (
     # embeddings, rope_theta 500000) and meta-llama/Llama-2-7b-hf (MHA, vocab 32000, untied). The llama3 RoPE
     # frequency scaling of 3.2 is left out: it changes no shape, FLOP or speed. Default seq 2048 (the models
     # allow 131072 / 4096) keeps activations of a benchmark step in range; pass seq_len to change it.
-    _p("llama-1b", "llama", {"vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
-                             "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
-                             "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-                             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
-                             "bos_token_id": 128000, "eos_token_id": 128001, **_NO_CACHE}, 2048,
+    _p("llama-1b", "llama", {**_LLAMA3, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+                             "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+                             "tie_word_embeddings": True}, 2048,
        "Llama-3.2-1B dims (meta-llama/Llama-3.2-1B config.json): 16 layers, 2048 hidden, 32 heads / 8 KV heads, "
        "FFN 8192, vocab 128256, tied embeddings"),
-    _p("llama-3b", "llama", {"vocab_size": 128256, "hidden_size": 3072, "intermediate_size": 8192,
-                             "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8,
-                             "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-                             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
-                             "bos_token_id": 128000, "eos_token_id": 128001, **_NO_CACHE}, 2048,
+    _p("llama-3b", "llama", {**_LLAMA3, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 28,
+                             "num_attention_heads": 24, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+                             "tie_word_embeddings": True}, 2048,
        "Llama-3.2-3B dims (meta-llama/Llama-3.2-3B config.json): 28 layers, 3072 hidden, 24 heads / 8 KV heads, "
        "FFN 8192, vocab 128256, tied embeddings"),
     _p("llama-7b", "llama", {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
@@ -134,6 +133,13 @@ MODELS: dict[str, ModelPreset] = {p.name: p for p in (
                              **_NO_CACHE}, 2048,
        "Llama-2-7B dims (meta-llama/Llama-2-7b-hf config.json): 32 layers, 4096 hidden, 32 heads, FFN 11008, "
        "vocab 32000, untied LM head"),
+    # Llama-3-8B: meta-llama/Meta-Llama-3-8B config.json (GQA with 8 KV heads, FFN 14336 = 3.5 x hidden, vocab
+    # 128256, rope_theta 500000, untied LM head, 8192 positions).
+    _p("llama-8b", "llama", {**_LLAMA3, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                             "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 8192,
+                             "tie_word_embeddings": False}, 2048,
+       "Llama-3-8B dims (meta-llama/Meta-Llama-3-8B config.json): 32 layers, 4096 hidden, 32 heads / 8 KV heads, "
+       "FFN 14336, vocab 128256, rope_theta 500000, untied LM head"),
     # Tiny versions of each family: 2 layers, hidden 64, 4 heads (head dim 16), vocab 1000, seq 64; 128 positions
     # so a test can go past the default seq_len. Token ids of the real tokenizers kept where they fit in 1000.
     _p("gpt2-tiny", "gpt2", {"vocab_size": 1000, "n_positions": 128, "n_layer": 2, "n_embd": 64, "n_head": 4,

@@ -282,13 +282,15 @@ def test_sweep_plan_skips_fixed_micro_batches_predicted_not_to_fit():
 
 
 def test_sweep_plan_skips_configurations_predicted_much_slower_than_the_fastest():
-    spec = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True])
+    # the H100 host's 125 GiB: the plan judges host memory too (this machine's RAM unless told)
+    spec = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True], host_memory=125 * GIB)
     plans = {p.configuration.label: p for p in plan(spec, spec.configurations(), "h100-80gb")}
     assert [label for label, p in plans.items() if p.skip is None] == ["z1 bf16 ckpt", "z3 bf16 ckpt"]
     assert plans["z3 off=cpu bf16 ckpt"].skip == (
         "predicted 15,567 tokens/s, 32% below the predicted fastest (z1 bf16 ckpt, 22,947; --keep-within 0.33 or "
         "--no-prune runs it)")
-    keep_all = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True], keep_within=1)
+    keep_all = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True], keep_within=1,
+                         host_memory=125 * GIB)
     assert all(p.skip is None for p in plan(keep_all, keep_all.configurations(), "h100-80gb"))
 
 

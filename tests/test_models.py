@@ -17,7 +17,8 @@ TINY = ["gpt2-tiny", "bert-tiny", "albert-tiny", "llama-tiny"]
 
 # Parameter counts as transformers' num_parameters() gives them (tied embedding / LM head once). Published
 # figures: GPT-2 124M/355M/774M/1.5B, BERTForMaskedLM base 109,514,298 / large 335,174,458 (no pooler, MLM head
-# with its own bias), Llama-3.2-1B 1,235,814,400, Llama-3.2-3B 3,212,749,824, Llama-2-7B 6,738,415,616.
+# with its own bias), Llama-3.2-1B 1,235,814,400, Llama-3.2-3B 3,212,749,824, Llama-2-7B 6,738,415,616, Llama-3-8B
+# 8,030,261,248.
 EXPECTED_PARAMS = {
     "gpt2": 124_439_808,
     "gpt2-medium": 354_823_168,
@@ -29,6 +30,7 @@ EXPECTED_PARAMS = {
     "llama-1b": 1_235_814_400,
     "llama-3b": 3_212_749_824,
     "llama-7b": 6_738_415_616,
+    "llama-8b": 8_030_261_248,
 }
 
 

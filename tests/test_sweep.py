@@ -372,7 +372,7 @@ def test_the_help_examples_are_sweeps_dsx_can_build(tmp_path):
     """Each example of `dsx sweep --help`, as a dry run: the help never shows an axis dsx would refuse."""
     help_text = CliRunner().invoke(sweep_command, ["--help"]).output.replace("\\\n", " ")
     examples = [line.split()[2:] for line in help_text.splitlines() if line.strip().startswith("dsx sweep")]
-    assert len(examples) == 4
+    assert len(examples) == 6
     for args in examples:
         model = args[args.index("--model") + 1] if "--model" in args else "gpt2-tiny"
         for key, _, value in (args[i + 1].partition("=") for i, arg in enumerate(args) if arg == "--vary"):

@@ -82,6 +82,9 @@ def test_auto_finds_the_oom_boundary_under_a_memory_cap_and_a_rerun_runs_nothing
     assert "z0 fp32 n" not in out.stdout  # no vary in the label
     assert f"z0 fp32                                  fits up to micro-batch {max(fits)}, first OOM at {min(ooms)}" \
         in out.stdout
+    assert all(" | ETA " in line for line in trial_lines(out))  # a progress line per trial, with the time left
+    best = json.loads(out.stdout.split("  DeepSpeed config:\n", 1)[1])  # the sweep ends with its best config
+    assert best["zero_optimization"]["stage"] == 0 and best["train_micro_batch_size_per_gpu"] in fits
 
     again = dsx_sweep(results, *args)
     assert again.returncode == 0

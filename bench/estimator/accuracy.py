@@ -4,7 +4,8 @@ Run from the repo root:  python bench/estimator/accuracy.py [--plot bench/estima
 
 Roles (dsx.calibration.calibration_role): 'calibration' rows set the constants and are left out of every figure;
 'fit calibration' rows (the pruned sweep's boundary trials) set the allocator headroom, so they are left out of
-the fit/OOM figure but judged for memory; every other row is judged. --compile rows are left out (not modelled).
+the fit/OOM figure but judged for memory; every other row is judged. --compile rows are judged apart (compiled):
+two of them set the compile factors ('compile calibration'), the others are judged with them.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ FILES = [
     "bench/estimator/h100/gpt2xl_pruned.jsonl",
 ]
 EXHAUSTIVE, PRUNED = FILES[0], FILES[4]
+COMPILED_FILES = ["bench/mfu/h100/runs.jsonl", *(f"bench/mfu/h100_tuned/runs_part{n}.jsonl" for n in (4, 5, 6, 7))]
 
 
 def judged_trials(files: list[str]) -> list[dict]:
@@ -86,6 +88,24 @@ def summary(trials: list[dict]) -> list[str]:
     speed = [abs(relative(t["estimate"].tokens_per_s, t["row"]["figures"]["tokens_per_s"])) for t in fitting]
     lines.append(f"tokens/s: median |error| {statistics.median(speed):.1%}, max {max(speed):.1%}")
     return lines
+
+
+def compiled(files: list[str]) -> list[str]:
+    """Peak GPU memory and tokens/s of every ok --compile row, predicted with the compile factors."""
+    lines = []
+    for path in files:
+        for row in read_rows(path):
+            if not row["toggles"].get("compile") or row["status"] != "ok":
+                continue
+            e = estimate(setup_of_row(row), search_max=False)
+            measured = row["memory"]["max"]["peak_allocated"]
+            tokens = row["figures"]["tokens_per_s"]
+            dropout = " dropout 0" if (row["model"].get("overrides") or {}).get("resid_pdrop") == 0 else ""
+            lines.append(f"  {row['model']['preset']} z{e.zero} mb {row['micro_batch']} ga {row.get('grad_accum', 1)}"
+                         f"{dropout} ({calibration_role(row)}): peak allocated {measured / GIB:.1f} GiB measured, "
+                         f"{e.peak_allocated / GIB:.1f} predicted ({relative(e.peak_allocated, measured):+.1%}); "
+                         f"tokens/s {relative(e.tokens_per_s, tokens):+.1%}")
+    return [f"compiled rows (bench/mfu): {len(lines)}"] + lines
 
 
 def needed_fraction(trial: dict) -> float:
@@ -155,7 +175,7 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="write the predicted-vs-measured PNG here")
     args = parser.parse_args()
     trials = judged_trials(FILES)
-    print("\n".join(summary(trials) + [""] + pruned_vs_exhaustive()))
+    print("\n".join(summary(trials) + [""] + pruned_vs_exhaustive() + [""] + compiled(COMPILED_FILES)))
     if args.plot:
         plot(trials, args.plot)
         print(f"plot: {args.plot}")

@@ -17,8 +17,10 @@ import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
-from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, GPUS, HEADROOM_FILE, HEADROOM_STEP, GpuKind)
-from dsx.estimate import EstimateError, compute_flops, estimate, setup_of_row
+from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, COMPILE_HEAD_FACTOR,
+                             COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, GPUS, HEADROOM_FILE,
+                             HEADROOM_STEP, GpuKind)
+from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.gpus import peak_tflops
 from dsx.models import count_params
 from dsx.results import read_rows
@@ -90,6 +92,49 @@ def calibrate_headroom(rows: list[dict], kind: GpuKind) -> int:
     return -(-shortfall // HEADROOM_STEP) * HEADROOM_STEP
 
 
+def _eager_parts(row: dict) -> tuple[int, int, int]:
+    """(predicted model states, eager layer activations, eager head/loss activations) of a row at its peak moment."""
+    from dataclasses import replace as replaced
+
+    from dsx.activations import COMPILED_HEAD_PARTS, COMPILED_LAYER_PARTS
+    from dsx.config_facts import precision_of
+
+    setup = replaced(setup_of_row(row), compile=False)
+    acts = activation_bytes(setup, precision_of(setup.ds_config), setup.micro_batch)
+    total = estimate(setup, search_max=False).peak_allocated
+    layers = sum(acts.get(k, 0) for k in COMPILED_LAYER_PARTS)
+    head = sum(acts.get(k, 0) for k in COMPILED_HEAD_PARTS)
+    return total - sum(acts.values()), layers, head
+
+
+def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
+    """(COMPILE_LAYER_FACTOR, COMPILE_HEAD_FACTOR, COMPILE_SPEEDUP) from the COMPILE_RUN_IDS rows of `rows`.
+
+    Memory: measured peak allocated = predicted states + f_layers x eager layer activations + f_head x eager
+    head/loss activations, for the 'layers' (gpt2-xl) and 'head' (gpt2) rows: two equations, two factors. Speed:
+    the 'layers' row against the 'eager' one (same command but compile): the compute term of the predicted eager
+    step over the compiled row's measured step less the predicted non-compute terms."""
+    from dataclasses import replace as replaced
+
+    by_id = {row["run_id"]: row for row in rows}
+    missing = [role for role, run_id in COMPILE_RUN_IDS.items() if run_id not in by_id]
+    if missing:
+        raise EstimateError(f"compile calibration rows missing: {', '.join(missing)}")
+    (s1, l1, h1), (s2, l2, h2) = (_eager_parts(by_id[COMPILE_RUN_IDS[role]]) for role in ("layers", "head"))
+    m1, m2 = (by_id[COMPILE_RUN_IDS[role]]["memory"]["max"]["peak_allocated"] for role in ("layers", "head"))
+    det = l1 * h2 - l2 * h1
+    layer = ((m1 - s1) * h2 - (m2 - s2) * h1) / det
+    head = (l1 * (m2 - s2) - l2 * (m1 - s1)) / det
+    compiled = by_id[COMPILE_RUN_IDS["layers"]]
+    setup = replaced(setup_of_row(compiled), compile=False)
+    peak = peak_tflops(setup.gpu.name, "bf16") * 1e12
+    compute = compute_flops(setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / (
+        peak * setup.gpu.achieved_fraction)
+    rest = step_time(setup, setup.micro_batch) - compute
+    speedup = compute / (compiled["figures"]["step_time_s"]["median"] - rest)
+    return round(layer, 3), round(head, 3), round(speedup, 3)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
@@ -118,7 +163,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{field.name}={value!r},{'' if same else f'  # dsx ships {getattr(shipped, field.name)!r}'}")
     print(f"# {'equal to' if not differ else 'differs from'} dsx.calibration.GPUS[{shipped.key!r}]"
           + (f": {', '.join(differ)}" if differ else ""))
-    return 1 if differ else 0
+    factors = calibrate_compile(list(read_rows(ROOT / COMPILE_FILE)))
+    shipped_factors = (COMPILE_LAYER_FACTOR, COMPILE_HEAD_FACTOR, COMPILE_SPEEDUP)
+    print(f"# compile, from {COMPILE_FILE}: COMPILE_LAYER_FACTOR, COMPILE_HEAD_FACTOR, COMPILE_SPEEDUP = {factors!r}"
+          + ("" if factors == shipped_factors else f"  # dsx ships {shipped_factors!r}"))
+    print(f"# {'equal to' if factors == shipped_factors else 'differs from'} dsx.calibration's compile factors")
+    return 1 if differ or factors != shipped_factors else 0
 
 
 if __name__ == "__main__":

@@ -7,12 +7,20 @@ import sys
 
 import click
 
-from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, model_options,
-                             pick_gpu_kind, pipeline_options)
+from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, host_options,
+                             model_options, pick_gpu_kind, pipeline_options)
+from dsx.fit import gib as _gib
+from dsx.fit import host_capacity, nvme_capacity
 
 
-def _gib(n: int) -> str:
-    return f"{n / 1024**3:.2f} GiB"
+def nvme_path_of(config: dict) -> str | None:
+    """The config's NVMe offload path (optimizer first, then parameters), where its free space is measured."""
+    zero = config.get("zero_optimization") or {}
+    for key in ("offload_optimizer", "offload_param"):
+        block = zero.get(key) or {}
+        if block.get("device") == "nvme" and block.get("nvme_path"):
+            return str(block["nvme_path"])
+    return None
 
 
 @click.command("estimate")
@@ -28,9 +36,19 @@ def _gib(n: int) -> str:
               help="Attention implementation (what it saves for backward differs: eager keeps the scores).")
 @act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable, as dsx run --act-ckpt); "
                  "bare --act-ckpt is on.")
+@click.option("--compile", "compile_", is_flag=True, help="DeepSpeed's engine.compile(), as dsx run --compile (its "
+                                                          "activation and speed factors: dsx.calibration).")
+@host_options
+@click.option("--largest", is_flag=True,
+              help="The largest model of --model's family that fits here (or on --gpu-kind / --host-memory), with the "
+                   "configuration dsx would use: the family's published shapes and the steps between them.")
+@click.option("--min-tflops", type=click.FloatRange(min=0), metavar="X",
+              help="With --largest: the largest model whose best configuration is predicted at least X model TFLOP/s "
+                   "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
-            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, as_json, **config_options):
+            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, host_memory, nvme_free, largest, min_tflops,
+            as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -40,6 +58,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     dsx estimate --model gpt2-xl --zero 3 --offload cpu --micro-batch 8
     dsx estimate --model llama-1b --zero 2 --micro-batch 4 --gpus 8 --act-ckpt --json
     dsx estimate --model gpt2-xl --pipeline-stages 2 --gpus 2 --micro-batch 4 --grad-accum 16
+    dsx estimate --model llama-7b --zero 3 --offload cpu --act-ckpt --micro-batch 8 --grad-accum 4 \\
+        --ds-set zero_optimization.offload_optimizer.ratio=0.7 --host-memory 125GiB
+    dsx estimate --model llama-8b --largest --gpu-kind h100-80gb --host-memory 125GiB
     """
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.buckets import fill_buckets
@@ -50,6 +71,18 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
 
     gpu_kind = pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu") or "h100-80gb"
     act_ckpt = act_ckpt == "on"  # the word (off|on) as the bool Setup and RunRequest take
+    if min_tflops is not None and not largest:
+        raise click.UsageError("--min-tflops goes with --largest")
+    if largest:
+        from dsx.cli.largest import largest_command
+
+        largest_command(model=model, sets=sets, seq_len=seq_len, vocab_pad=vocab_pad, gpus=gpus, gpu_kind=gpu_kind,
+                        memory_cap=memory_cap, attn=attn, host_memory=host_memory, nvme_free=nvme_free,
+                        min_tflops=min_tflops, as_json=as_json,
+                        given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
+                               "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt, "compile": compile_,
+                               **config_options})
+        return
     try:
         resolved = resolve_model(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
     except ModelError as exc:
@@ -63,6 +96,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         if source == "flags":  # sized to the model as dsx run writes them
             fill_buckets(config, count_params(resolved), request.ds_sets)
         pipeline = pipeline_plan(request, config, gpus, resolved, warnings)
+        if compile_ and pipeline:
+            raise RunRefused("--compile is not supported with --pipeline-stages (dsx run refuses it too)")
         batch = solve_batch(gpus // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
                             config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
     except RunRefused as exc:
@@ -73,7 +108,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   micro_batch=batch.train_micro_batch_size_per_gpu, grad_accum=batch.gradient_accumulation_steps,
                   attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap,
                   pipeline_stages=pipeline.stages if pipeline else None,
-                  pipeline_partition=pipeline.partition if pipeline else "parameters")
+                  pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
+                  host_memory=host_capacity(host_memory), nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)
     except EstimateError as exc:
@@ -108,17 +144,40 @@ def render(e, model_name: str, setup) -> str:
               f"  {'nvidia-smi':<{width}}{_gib(e.gpu_used):>12}   (+ {_gib(setup.gpu.context_bytes)} CUDA context)"]
     needed = (f"{_gib(e.needed)} (peak allocated + CUDA context + {_gib(setup.gpu.allocator_headroom_bytes)} "
               f"allocator headroom)")
-    if e.fits:
-        lines.append(f"fits: yes, needs {needed} of {_gib(e.capacity)} (margin {e.margin:.0%})")
+    if e.needed <= e.capacity:
+        lines.append(f"GPU memory fits: yes, needs {needed} of {_gib(e.capacity)} (margin {e.margin:.0%})")
     else:
-        lines.append(f"fits: NO, needs {needed}, has {_gib(e.capacity)}")
+        lines.append(f"GPU memory fits: NO, needs {needed}, has {_gib(e.capacity)}")
     lines.append("largest micro-batch that fits: " + (str(e.max_micro_batch) if e.max_micro_batch else
                                                       "none (even micro-batch 1 does not fit)"))
-    lines.append(f"host memory per rank: {_gib(e.host_per_rank)}" +
-                 (f"; NVMe: {_gib(e.nvme_bytes)} per rank" if e.nvme_bytes else ""))
+    lines += resource_lines(e)
     lines.append(f"speed: {e.step_time_s:.3f} s per step, {e.tokens_per_s:,.0f} tokens/s")
     lines += [f"note: {n}" for n in e.notes]
     return "\n".join(lines)
+
+
+def resource_lines(e) -> list[str]:
+    """Host memory and NVMe (needed, capacity, fit), then the verdict over every resource and the one that binds."""
+    from dsx.fit import Resource, shortfall_text
+
+    resources = [Resource(r["name"], r["needed"], r["capacity"], r["detail"]) for r in e.resources]
+    lines = []
+    for r in resources[1:]:
+        if not r.checked:
+            lines.append(f"{r.name}: needs {_gib(r.needed)} ({r.detail}); capacity not known, not checked")
+        elif r.fits:
+            lines.append(f"{r.name} fits: yes, needs {_gib(r.needed)} ({r.detail}) of {_gib(r.capacity)} "
+                         f"(margin {r.margin:.0%})")
+        else:
+            lines.append(f"{r.name} fits: NO, needs {_gib(r.needed)} ({r.detail}), has {_gib(r.capacity)}")
+    short = [r for r in resources if not r.fits]
+    if short:
+        lines.append("fits: NO: " + "; ".join(shortfall_text(r) for r in short))
+    else:
+        lines.append("fits: yes")
+    if e.binding:
+        lines.append(f"binds: {e.binding}")
+    return lines
 
 
 def _pipeline_lines(e) -> list[str]:

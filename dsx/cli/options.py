@@ -205,3 +205,18 @@ def node_options(f):
         f = option(f)
     return f
 
+
+
+_HOST_OPTIONS = (
+    click.option("--host-memory", type=SIZE, metavar="SIZE",
+                 help="RAM of the host the ranks share (default: this machine's), to plan for another machine."),
+    click.option("--nvme-free", type=SIZE, metavar="SIZE",
+                 help="Free space of the NVMe offload path (default: measured under the config's nvme_path)."),
+)
+
+
+def host_options(f):
+    """--host-memory and --nvme-free: the host's capacities a fit is judged against (dsx estimate, dsx sweep)."""
+    for option in reversed(_HOST_OPTIONS):
+        f = option(f)
+    return f

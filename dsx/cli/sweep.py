@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from dsx.cli.lane_options import python_option
-from dsx.cli.options import SIZE, act_ckpt_word, gpu_kind_options, node_options, pick_gpu_kind
+from dsx.cli.options import SIZE, act_ckpt_word, gpu_kind_options, host_options, node_options, pick_gpu_kind
 
 BOOLEAN_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False, "1": True,
                  "0": False}
@@ -76,6 +76,28 @@ def _sparse_words(text: str) -> list[str | None]:
     return list(dict.fromkeys(words))
 
 
+def _ratios(text: str | None) -> list[float | None]:
+    """--offload-ratio 0.5,0.7,1: shares of the optimizer to offload, each in (0, 1]; 1 is full offload (None)."""
+    if text is None:
+        return [None]
+    values: list[float | None] = []
+    for item in _split(text, "--offload-ratio"):
+        try:
+            value = float(item)
+        except ValueError:
+            raise click.UsageError(f"--offload-ratio: {item!r} is not a number") from None
+        if not 0 < value <= 1:
+            raise click.UsageError(f"--offload-ratio: {item} is out of range (above 0, at most 1: the share of the "
+                                   "optimizer offloaded to the CPU)")
+        values.append(None if value == 1 else value)
+    return list(dict.fromkeys(values))
+
+
+SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt", "compile_", "grad_accum",
+               "pipeline_stages", "sparse_attention", "vary")
+"""The options whose absence makes `dsx sweep` run the default search (dsx.sweep.space) instead of their grid."""
+
+
 def _one_or_list(values: list[int]) -> int | list[int]:
     """One value stays a number (sweep ids of single-value sweeps are unchanged); several are an axis."""
     return values[0] if len(values) == 1 else values
@@ -126,6 +148,9 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
               help="Optimizer offload: none,cpu,nvme (ZeRO 1-3).")
 @click.option("--offload-params", default="none", show_default=True, metavar="LIST",
               help="Parameter offload: none,cpu,nvme (ZeRO-3 only).")
+@click.option("--offload-ratio", "offload_ratio", metavar="LIST",
+              help="Share of the optimizer offloaded with --offload cpu (zero_optimization.offload_optimizer.ratio), "
+                   "e.g. 0.5,0.7,1: below 1 at ZeRO-3 only; --offload defaults to cpu when this is given.")
 @click.option("--precision", default="bf16", show_default=True, metavar="LIST", help="bf16,fp16,fp32.")
 @click.option("--act-ckpt", is_flag=False, flag_value="on", default="off", show_default=True, metavar="LIST",
               help="Activation checkpointing, as dsx run --act-ckpt: off,on (bare: on).")
@@ -182,32 +207,45 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
               help="Run every configuration and micro-batch, in order, even those dsx estimate predicts not to fit "
                    "(by default, on a calibrated GPU, they are skipped and the search starts at the predicted largest "
                    "micro-batch, likely fastest configurations first).")
+@click.option("--top", type=click.IntRange(min=1), metavar="N",
+              help="With pruning: run only the N configurations predicted fastest (of those kept), e.g. --top 1 for "
+                   "the predicted best.")
 @click.option("--keep-within", type=click.FloatRange(min=0, max=1), default=0.1, show_default=True,
               metavar="FRACTION", help="With pruning: skip configurations predicted slower than the predicted "
                                        "fastest by more than this fraction (1 keeps all that fit).")
 @gpu_kind_options("--estimate-gpu", "Calibrated GPU kind the estimates are for (default: the visible GPU's, when "
                                     "calibrated; as dsx estimate --gpu-kind).")
+@host_options
 @click.option("--dry-run", is_flag=True, help="List the configurations in the order they would run (with dsx "
                                              "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 @python_option
-def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_, gpus, micro_batch, mb_start, mb_max,
-            mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum, pipeline_stages,
-            pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention, sparse_sets, steps,
-            warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, keep_within, gpu_kind, gpu_kind_old,
-            dry_run, inject, python, **nodes):
+def command(model, zero_, offload, offload_params, offload_ratio, precision, act_ckpt, compile_, gpus, micro_batch,
+            mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
+            pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
+            sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
+            gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
+
+    With no axis given (--zero, --offload, --offload-ratio, --act-ckpt, --compile, --grad-accum, ...) and a
+    calibrated GPU (visible, or --gpu-kind), it searches ZeRO stage x offload (none, partial ratios, full) x
+    checkpointing x compile at the grad-accum and micro-batch dsx estimate picks, skipping what is predicted not to
+    fit the GPU, the host's memory or the NVMe path and what is predicted much slower; the model, precision,
+    optimizer and every --set/--ds-set stay as given. It ends with the best configuration's DeepSpeed JSON and
+    its `dsx run` command.
 
     An OOM, a crash or a hung rank ends only its trial (its row says what happened). The results file is the
     state: run the same command again to resume - trials that already have a row are not run again. Ctrl-C
     stops the running trial's processes and exits; `dsx report RESULTS` shows what was found.
 
     \b
+    dsx sweep --model llama-7b
     dsx sweep --zero 3 --offload cpu
     dsx sweep --model gpt2-xl --zero 1,2,3 --offload none,cpu --act-ckpt off,on --micro-batch auto
     dsx sweep --model bert-base --zero 2 --micro-batch 32 --one-at-a-time --vary num_hidden_layers=6 \\
         --vary hidden_size=384
     dsx sweep --model gpt2-xl --zero 1 --gpus 2 --pipeline-stages none,2 --grad-accum 1,4,16 --micro-batch auto
+    dsx sweep --model llama-7b --zero 3 --offload-ratio 0.5,0.7,1 --act-ckpt on --grad-accum 4
     """
     from dsx.models import ModelError, parse_overrides
     from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model
@@ -229,6 +267,13 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     from dsx.host import detect_device
 
     device, visible = detect_device()
+    ratios = _ratios(offload_ratio)
+    ctx = click.get_current_context()
+    if offload_ratio is not None:
+        if ctx.get_parameter_source("offload") is click.core.ParameterSource.DEFAULT:
+            offload = "cpu"
+        elif "cpu" not in _choices(offload, "--offload", OFFLOAD_CHOICES):
+            raise click.UsageError(f"--offload-ratio applies to CPU optimizer offload: add cpu to --offload {offload}")
     spec = SweepSpec(
         model=model or default_model(device), zero=_ints(zero_, "--zero", 0, 3),
         offload=_choices(offload, "--offload", OFFLOAD_CHOICES),
@@ -242,12 +287,13 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
         steps=steps, warmup=warmup, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, nvme_path=nvme_path,
         optimizer=optimizer, lr=lr, ds_sets=tuple(ds_sets), attn=attn, tf32=tf32, memory_cap=memory_cap,
         trial_timeout_s=trial_timeout or None, results=results, retry_failed=retry_failed, inject=injections,
-        prune=not no_prune, keep_within=keep_within, estimate_gpu=estimate_gpu, python=python,
+        prune=not no_prune, top=top, keep_within=keep_within, estimate_gpu=estimate_gpu, python=python,
         nodes={key: value for key, value in nodes.items()
                if value is not None and not (key == "launcher" and value == "pdsh")},
         sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],
-        sparse_sets=tuple(sparse_sets),
+        sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
     )
+    search_note = _default_search(spec, ctx)
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")
     if device == "cuda" and any(g is not None and g > visible for g in spec.gpus):
@@ -258,6 +304,8 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
                else ",".join(map(str, micro_batches)))
     click.echo(f"dsx sweep {spec.sweep_id()}: {spec.model} on {where}, {len(configurations)} configuration(s), "
                f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
+    if search_note:
+        click.echo(search_note, err=True)
     if dry_run:
         from dsx.sweep import SweepError, preflight
 
@@ -278,6 +326,8 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     except SweepError as exc:
         raise click.UsageError(str(exc)) from None
     _print_summary(outcome)
+    if not outcome.interrupted:
+        _print_best(spec)
     if outcome.interrupted:
         click.echo("dsx sweep: interrupted; the running trial's processes were stopped. Run the same command to "
                    "resume.", err=True)
@@ -285,6 +335,34 @@ def command(model, zero_, offload, offload_params, precision, act_ckpt, compile_
     if not any(r.best for r in outcome.results) and any(not r.skipped for r in outcome.results):
         click.echo("dsx sweep: no trial ran successfully", err=True)
         sys.exit(1)
+
+
+def _default_search(spec, ctx) -> str | None:
+    """With no axis given, make `spec` the default search (dsx.sweep.space) when dsx estimate can plan it here; the
+    line that says which search runs (None when axes were given)."""
+    from dsx.sweep import visible_gpu_kind
+    from dsx.sweep.space import GRAD_ACCUM_CHOICES
+
+    if any(ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT for name in SEARCH_AXES) \
+            or len(spec.precision) > 1:  # several precisions are an axis too
+        return None
+    gpu = visible_gpu_kind(spec) if spec.prune else None
+    if gpu is None:
+        return ("no axis given, but the default search needs dsx estimate (a calibrated GPU, or --gpu-kind, and no "
+                "--no-prune): running the grid --zero 1,2,3 instead")
+    spec.search, spec.grad_accum_choices = "default", GRAD_ACCUM_CHOICES
+    return (f"no axis given: the default search (dsx estimate on {gpu}: ZeRO 1-3 x offload none/partial/full x "
+            f"checkpointing x compile at the grad-accum ({'/'.join(map(str, GRAD_ACCUM_CHOICES))}) and micro-batch it "
+            "predicts fastest; the model, precision, optimizer and --set/--ds-set as given)")
+
+
+def _print_best(spec) -> None:
+    """The fastest ok row of this sweep as `dsx report --best` gives it, its config as JSON on stdout to paste."""
+    from dsx.sweep.best import best_lines
+
+    lines = best_lines(Path(spec.results), spec.sweep_id())
+    if lines:
+        click.echo("\n".join(lines))
 
 
 def _print_plan(spec, configurations, refused: dict) -> None:
@@ -299,7 +377,7 @@ def _print_plan(spec, configurations, refused: dict) -> None:
     if plans:
         click.echo(f"dsx estimate ({gpu}): likely fastest first; the search starts at the predicted largest "
                    "micro-batch", err=True)
-        configurations = list(plans) + [c for c in configurations if c not in plans]
+        configurations = list(plans) + [c for c in configurations if c not in runnable]
     for i, configuration in enumerate(configurations, start=1):
         item = plans.get(configuration)
         problem = configuration.problem(spec.nvme_path) or refused.get(configuration) or (item.skip if item else None)
@@ -337,11 +415,19 @@ def _run_with_progress(spec, total_configurations: int):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
 
-    from dsx.sweep import sweep
+    from dsx.sweep import AUTO, sweep
+    from dsx.sweep.eta import Eta
 
     console = Console(stderr=True)
     best: dict = {}
     started = time.time()
+    eta = Eta(per_configuration=3.0 if spec.micro_batch == AUTO else float(len(spec.micro_batch)))
+    skipped: set = set()
+    clock = {"last": time.monotonic()}
+
+    def on_plan(planned):
+        eta.runnable = sum(1 for _, skip in planned if skip is None)
+        skipped.update(c for c, skip in planned if skip is not None)
     with Progress(TextColumn("[bold]configurations"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"), console=console,
                   transient=False, disable=not console.is_terminal) as progress:
@@ -352,6 +438,9 @@ def _run_with_progress(spec, total_configurations: int):
             if current["index"]:
                 progress.advance(task)
             current["index"] = index
+            if configuration not in skipped:
+                eta.configuration_started()
+            clock["last"] = time.monotonic()
             progress.update(task, description=f"{configuration.label}" + _best_text(best))
 
         def on_trial(trial):
@@ -363,12 +452,15 @@ def _run_with_progress(spec, total_configurations: int):
             detail = _describe_row(trial.row) if trial.status != "refused" else trial.message
             if trial.status == "done" and trial.row:
                 detail = f"{trial.row.get('status')}: {_describe_row(trial.row)}"
+            now = time.monotonic()
+            eta.trial_done(now - clock["last"], ran=trial.status not in ("done", "refused"))
+            clock["last"] = now
             progress.console.print(f"[{trial.number:3d}] {trial.configuration.label} mb{trial.micro_batch} "
-                                   f"({trial.search}): {shown}" + (f" - {detail}" if detail else ""),
-                                   highlight=False, markup=False, soft_wrap=True)
+                                   f"({trial.search}): {shown}" + (f" - {detail}" if detail else "")
+                                   + f" | {eta.text()}", highlight=False, markup=False, soft_wrap=True)
             progress.update(task, description=f"{trial.configuration.label}" + _best_text(best))
 
-        outcome = sweep(spec, on_trial=on_trial, on_configuration=on_configuration)
+        outcome = sweep(spec, on_trial=on_trial, on_configuration=on_configuration, on_plan=on_plan)
         if not outcome.interrupted:
             progress.update(task, completed=total_configurations)
     outcome.notes.append(f"wall time {time.time() - started:.0f} s")

@@ -61,7 +61,7 @@ def offload_devices(row: dict) -> tuple[str, str]:
 
 
 def offload_text(row: dict) -> str:
-    return config_facts.offload_text(*offload_devices(row))
+    return config_facts.offload_text(*offload_devices(row), ratio=config_facts.offload_ratio(row["ds_config"]))
 
 
 def derived_label(row: dict) -> str:
@@ -78,7 +78,8 @@ def derived_label(row: dict) -> str:
         extra.append(f"pp{row['pipeline']['stages']}")
     return config_facts.configuration_label(zero=zero_stage(row), offload=opt, offload_params=param,
                                             precision=row["precision"], act_ckpt=row["toggles"]["act_ckpt"],
-                                            compile=row["toggles"]["compile"], extra=extra)
+                                            compile=row["toggles"]["compile"], extra=extra,
+                                            offload_ratio=config_facts.offload_ratio(row["ds_config"]))
 
 
 def label(row: dict) -> str:

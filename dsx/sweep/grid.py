@@ -41,13 +41,16 @@ class Configuration:
     pipeline_stages: int | None = None
     """--pipeline-stages: the model as a DeepSpeed pipeline of this many stages; None: no pipeline."""
     grad_accum: int | None = None
-    """This point's gradient accumulation (a pipeline's micro-batches per step) when --grad-accum lists several;
-    None: the spec's one value."""
+    """This point's gradient accumulation (a pipeline's micro-batches per step) when --grad-accum lists several,
+    or the one the default search chose; None: the spec's one value."""
+    offload_ratio: float | None = None
+    """zero_optimization.offload_optimizer.ratio below 1 (--offload-ratio: part of the optimizer offloaded, ZeRO-3);
+    None: all of it (or no offload)."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["vary"] = dict(self.vary)
-        for key in ("sparse", "pipeline_stages", "grad_accum"):  # rows of sweeps without these axes stay as they were
+        for key in ("sparse", "pipeline_stages", "grad_accum", "offload_ratio"):  # older rows stay as they were
             if data[key] is None:
                 del data[key]
         return data
@@ -60,7 +63,7 @@ class Configuration:
             [] if self.grad_accum is None else [f"ga{self.grad_accum}"])
         return configuration_label(zero=self.zero, offload=self.offload, offload_params=self.offload_params,
                                    precision=self.precision, act_ckpt=self.act_ckpt, compile=self.compile,
-                                   extra=extra)
+                                   extra=extra, offload_ratio=self.offload_ratio or 1.0)
 
     def problem(self, nvme_path: str | None) -> str | None:
         """Why this point cannot run (skipped, no launch), or None."""
@@ -72,6 +75,9 @@ class Configuration:
             return "NVMe offload needs --nvme-path"
         if self.pipeline_stages is not None and self.zero >= 2:
             return "pipeline stages need ZeRO 0 or 1 (DeepSpeed refuses ZeRO-2/3 with a pipeline)"
+        if self.offload_ratio is not None and self.zero != 3:
+            return ("partial optimizer offload (--offload-ratio below 1) needs ZeRO-3 (DeepSpeed: 'Partial offloading "
+                    "only supported for ZeRO Stage 3.')")
         return None
 
 
@@ -85,6 +91,8 @@ class SweepSpec:
     act_ckpt: list[bool] = field(default_factory=lambda: [False])
     compile: list[bool] = field(default_factory=lambda: [False])
     gpus: list[int | None] = field(default_factory=lambda: [None])
+    offload_ratio: list[float | None] = field(default_factory=lambda: [None])
+    """--offload-ratio axis: offload_optimizer.ratio of the points with --offload cpu (None or 1: all of it)."""
     vary: dict[str, list[Any]] = field(default_factory=dict)
     one_at_a_time: bool = False
     """--vary points: the base model plus one key changed at a time (for a parameter-effects table), instead of
@@ -123,6 +131,9 @@ class SweepSpec:
     prune: bool = True
     """Use dsx estimate on a calibrated GPU: skip configurations predicted not to fit, start the micro-batch search
     at the predicted largest, run the likely fastest configurations first (--no-prune turns it off)."""
+    top: int | None = None
+    """With pruning: run only the first N configurations of the plan (the N predicted fastest that are kept); the
+    others are skipped and say so. Not part of the sweep id: it decides how far to go, not what a trial is."""
     keep_within: float = 0.1
     """With pruning: skip configurations predicted slower than the predicted fastest by more than this fraction
     (1 keeps every one that fits). dsx estimate's tokens/s is rough alone but errs alike across one model's
@@ -138,6 +149,17 @@ class SweepSpec:
     """--sparse-set KEY=VALUE for every trial with sparse attention."""
     python: str | None = None
     """The ranks' interpreter of every trial (`--python`, dsx.lane)."""
+    search: str = "grid"
+    """'grid': the product of the axes given; 'default': no axis was given, so dsx.sweep.space's search of ZeRO
+    stage x offload (none, partial ratios, full) x checkpointing x compile, each at the grad-accum the estimate picks
+    (grad_accum_choices)."""
+    grad_accum_choices: tuple[int, ...] = ()
+    """The default search's grad-accum candidates: the plan gives each configuration the smallest predicted within
+    GRAD_ACCUM_WITHIN of the best of them (dsx.sweep.space)."""
+    host_memory: int | None = None
+    """--host-memory: the RAM the estimate judges host fit against (None: this machine's)."""
+    nvme_free: int | None = None
+    """--nvme-free: the NVMe space the estimate judges fit against (None: measured under --nvme-path)."""
 
     def sweep_id(self) -> str:
         """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
@@ -150,6 +172,10 @@ class SweepSpec:
                   if self.sparse_attention != [None] or self.sparse_sets else {})
         if self.pipeline_stages != [None]:  # and of sweeps without a pipeline
             nodes.update(pipeline_stages=self.pipeline_stages, pipeline_partition=self.pipeline_partition)
+        if self.offload_ratio != [None]:  # and of sweeps without partial offload
+            nodes.update(offload_ratio=self.offload_ratio)
+        if self.search != "grid":  # and of grid sweeps
+            nodes.update(search=self.search, grad_accum_choices=self.grad_accum_choices)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
         return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **sparse, **lane})[:16]
 
@@ -162,11 +188,17 @@ class SweepSpec:
         return [tuple(zip(keys, values)) for values in itertools.product(*(self.vary[k] for k in keys))]
 
     def configurations(self) -> list[Configuration]:
+        if self.search == "default":
+            from dsx.sweep.space import default_configurations
+
+            return default_configurations(self)
         accums = self.grad_accum if isinstance(self.grad_accum, list) else [None]
-        return [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga)
-                for z, o, op, p, a, c, g, v, sp, pp, ga in itertools.product(
-                    self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile,
-                    self.gpus, self.vary_points(), self.sparse_attention, self.pipeline_stages, accums)]
+        points = [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga, r if o == "cpu" else None)
+                  for z, o, op, p, a, c, g, v, sp, pp, ga, r in itertools.product(
+                      self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile,
+                      self.gpus, self.vary_points(), self.sparse_attention, self.pipeline_stages, accums,
+                      [None if r is None or r >= 1 else r for r in self.offload_ratio])]
+        return list(dict.fromkeys(points))  # a ratio applies to CPU offload only: the other points once
 
 
 

@@ -55,9 +55,11 @@ class SweepRun:
 
 
 def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = None,
-          on_configuration: Callable[[int, Configuration], None] | None = None) -> SweepRun:
+          on_configuration: Callable[[int, Configuration], None] | None = None,
+          on_plan: Callable[[list[tuple[Configuration, str | None]]], None] | None = None) -> SweepRun:
     """Run (or resume) the sweep. Ctrl-C stops the running trial's whole process group and returns with
-    `interrupted` set; the trials finished so far are in the results file."""
+    `interrupted` set; the trials finished so far are in the results file. `on_plan` hears the configurations in
+    the order they will run, each with why it is skipped (None: it runs), before the first trial."""
     from dsx.run import RunRefused, execute, prepare, resolve_trial
 
     results_path = Path(spec.results)
@@ -125,6 +127,8 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
                                  f"{spec.keep_within:.0%} slower than the fastest (--no-prune runs them)")
         elif spec.prune:
             outcome.notes.append("no calibrated GPU for dsx estimate here: every configuration runs, in order")
+        if on_plan:
+            on_plan([(c, c.problem(spec.nvme_path) or refused.get(c) or plans[c].skip) for c in configurations])
         for index, configuration in enumerate(configurations, start=1):
             result = ConfigurationResult(configuration)
             outcome.results.append(result)

@@ -6,6 +6,7 @@ Both resolve trials through dsx.run and dsx.estimate, imported when called: `dsx
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -87,12 +88,16 @@ def visible_gpu_kind(spec: SweepSpec) -> str | None:
 
 
 def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list[Plan]:
-    """Estimate every configuration on `gpu` and order them, likely fastest first; those predicted not to fit, or
-    slower than the fastest by more than --keep-within, are skipped and go last."""
+    """Estimate every configuration on `gpu` and order them, likely fastest first; those predicted not to fit (GPU
+    memory at the smallest micro-batch, the host's memory, the NVMe path's space), or slower than the fastest by more
+    than --keep-within, are skipped and go last. In the default search (SweepSpec.grad_accum_choices) each
+    configuration gets the grad-accum the estimate picks (dsx.sweep.space.choose_grad_accum)."""
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
+    from dsx.fit import host_capacity, nvme_capacity
     from dsx.run import RunRefused, resolve_trial
 
     kind = GPUS[gpu]
+    host, nvme = host_capacity(spec.host_memory), nvme_capacity(spec.nvme_free, spec.nvme_path)
     plans: list[Plan] = []
     fixed = spec.micro_batch != AUTO
     for configuration in configurations:
@@ -103,19 +108,30 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             plans.append(Plan(configuration, spec.mb_start))
             continue
 
-        def setup(micro_batch: int) -> Setup:
+        def setup(micro_batch: int, grad_accum: int = trial.grad_accum) -> Setup:
             return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
-                         micro_batch=micro_batch, grad_accum=trial.grad_accum, attn=spec.attn,
+                         micro_batch=micro_batch, grad_accum=grad_accum, attn=spec.attn,
                          act_ckpt=configuration.act_ckpt, gpu=kind, memory_limit=spec.memory_cap,
                          pipeline_stages=trial.pipeline.stages if trial.pipeline else None,
-                         pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters")
+                         pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters",
+                         compile=configuration.compile, host_memory=host, nvme_free=nvme,
+                         ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
         try:
+            if spec.grad_accum_choices and configuration.grad_accum is None:
+                grad_accum = _grad_accum(spec, setup, first)
+                configuration = replace(configuration, grad_accum=grad_accum)
+                setup = functools.partial(setup, grad_accum=grad_accum)
             predicted = estimate(setup(first))
         except EstimateError:
             plans.append(Plan(configuration, spec.mb_start))
             continue
         item = Plan(configuration, spec.mb_start, predicted.max_micro_batch)
-        if predicted.max_micro_batch is None:
+        beside_gpu = [r for r in predicted.resources[1:] if not r["fits"]]
+        if beside_gpu:
+            item.skip = "predicted not to fit: " + "; ".join(
+                f"{r['name']} needs {r['needed'] / 1024**3:.1f} GiB ({r['detail']}), has {r['capacity'] / 1024**3:.1f} "
+                f"GiB" for r in beside_gpu) + " (--no-prune runs it)"
+        elif predicted.max_micro_batch is None:
             needed = predicted.needed / 1024**3
             item.skip = (f"predicted not to fit: {needed:.1f} GiB at micro-batch {first}, "
                          f"{predicted.capacity / 1024**3:.1f} GiB available (--no-prune runs it)")
@@ -131,6 +147,8 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             item.start = max(spec.mb_start, min(spec.mb_max, predicted.max_micro_batch))
             item.tokens_per_s = estimate(setup(item.start), search_max=False).tokens_per_s
         plans.append(item)
+    if spec.search == "default":
+        _skip_twins(plans)
     fastest = max((p for p in plans if p.skip is None and p.tokens_per_s), key=lambda p: p.tokens_per_s,
                   default=None)
     for item in plans:
@@ -140,4 +158,38 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             item.skip = (f"predicted {item.tokens_per_s:,.0f} tokens/s, {slower:.0%} below the predicted fastest "
                          f"({fastest.configuration.label}, {fastest.tokens_per_s:,.0f}; --keep-within "
                          f"{math.ceil(slower * 100) / 100:g} or --no-prune runs it)")
-    return sorted(plans, key=lambda p: (p.skip is not None, -(p.tokens_per_s or 0.0)))
+    ordered = sorted(plans, key=lambda p: (p.skip is not None, -(p.tokens_per_s or 0.0)))
+    if spec.top is not None:
+        for item in [p for p in ordered if p.skip is None][spec.top:]:
+            item.skip = f"beyond --top {spec.top} (predicted {item.tokens_per_s or 0:,.0f} tokens/s)"
+    return ordered
+
+
+def _grad_accum(spec: SweepSpec, setup, first: int) -> int:
+    """The default search's grad-accum for one configuration: each candidate estimated at its own largest
+    micro-batch (accumulation keeps ZeRO-1/2's gradients through the forward passes), the smallest within
+    GRAD_ACCUM_WITHIN of the fastest; the first candidate when none fits."""
+    from dsx.estimate import estimate
+    from dsx.sweep.space import choose_grad_accum
+
+    predicted = {}
+    for grad_accum in spec.grad_accum_choices:
+        largest = estimate(setup(first, grad_accum)).max_micro_batch
+        if largest is not None:
+            micro_batch = max(spec.mb_start, min(spec.mb_max, largest))
+            at = estimate(setup(micro_batch, grad_accum), search_max=False)
+            predicted[grad_accum] = (at.tokens_per_s, at.step_time_s)
+    return choose_grad_accum(predicted) if predicted else spec.grad_accum_choices[0]
+
+
+def _skip_twins(plans: list[Plan]) -> None:
+    """The default search runs one of the configurations the estimate cannot tell apart (ZeRO-1 and ZeRO-2 on one
+    GPU, compile at ZeRO-3): the first of them in the search's order; the others are skipped."""
+    seen: dict[tuple, Plan] = {}
+    for item in plans:
+        if item.skip is not None or not item.tokens_per_s:
+            continue
+        twin = seen.setdefault((item.start, item.predicted_max, round(item.tokens_per_s, 3)), item)
+        if twin is not item:
+            item.skip = (f"predicted the same as {twin.configuration.label} (same largest micro-batch and tokens/s): "
+                         "the default search runs one of them (--no-prune runs both)")

@@ -42,7 +42,8 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
              "grad_accum": configuration.grad_accum or spec.grad_accum, "optimizer": spec.optimizer, "lr": spec.lr}
     request = RunRequest(
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
-        ds_sets=tuple(spec.ds_sets), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
+        ds_sets=tuple(spec.ds_sets) + ((f"zero_optimization.offload_optimizer.ratio={configuration.offload_ratio}",)
+                                        if configuration.offload_ratio is not None else ()), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
         compile=configuration.compile, attn=spec.attn, act_ckpt=configuration.act_ckpt, results=spec.results,
         timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap, sparse_attention=configuration.sparse,
         sparse_sets=tuple(spec.sparse_sets) if configuration.sparse not in (None, "none") else (), python=spec.python,
