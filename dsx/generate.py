@@ -292,7 +292,9 @@ def emit(config: dict) -> dict:
 
 
 def generate(request: ConfigRequest, target: Version) -> dict:
-    """The emitted config for `request`; raises ConfigRequestError with every finding if it does not lint clean."""
+    """The emitted config for `request`; raises ConfigRequestError with every finding if it does not lint clean.
+    A warning about a key the request sets explicitly (`--set KEY=VALUE`) is the user's choice, not dsx's: it does
+    not stop the config (those who lint the result see it: `dsx run` prints it as a note)."""
     from dsx.lint.engine import lint
 
     raw = build_raw(request, target)
@@ -300,8 +302,10 @@ def generate(request: ConfigRequest, target: Version) -> dict:
         emitted = emit(raw)
     except ValidationError:
         emitted = None
-    findings = lint(emitted if emitted is not None else raw, target=target, world_size=request.world_size
-                    // (request.pipeline_stages or 1))
+    chosen = {key for key, _ in request.sets}
+    findings = [f for f in lint(emitted if emitted is not None else raw, target=target,
+                                world_size=request.world_size // (request.pipeline_stages or 1))
+                if not (f.severity == "warning" and f.path in chosen)]
     if findings:
         lines = "\n".join("  " + f.render() for f in findings)
         raise ConfigRequestError(f"the requested config would not be clean for DeepSpeed {target}:\n{lines}")

@@ -111,3 +111,65 @@ def test_the_estimate_counts_the_bucket_of_the_config(tmp_path, extra, bucket_by
     estimate = json.loads(out.stdout)
     assert estimate["params"] == GPT2_TINY_PARAMS
     assert estimate["breakdown"]["gradient bucket"] == bucket_bytes
+
+
+# ------------------------------------------------------------------------------------- a bucket-size sweep axis
+
+
+def test_a_small_bucket_asked_with_ds_set_runs_and_the_warning_is_a_note(tmp_path):
+    out = dsx("run", "--model", "gpt2-tiny", "--zero", "2", "--ds-set", "zero_optimization.reduce_bucket_size=4096",
+              "--dry-run", cwd=tmp_path)
+    assert out.exit_code == 0, out.output
+    assert '"reduce_bucket_size": 4096' in out.stdout
+    assert ("note: config warning: zero_optimization.reduce_bucket_size: 4,096 elements: below 1,000,000 a model's "
+            "gradients are reduced in many small pieces") in out.stdout
+
+
+def test_dsx_config_writes_a_set_key_lint_warns_about_and_prints_the_warning(tmp_path):
+    out = dsx("config", "--zero", "2", "--set", "zero_optimization.reduce_bucket_size=4096", cwd=tmp_path)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["zero_optimization"]["reduce_bucket_size"] == 4096
+    assert out.stderr.startswith("dsx config: warning: zero_optimization.reduce_bucket_size: 4,096 elements")
+
+
+def test_the_bucket_axis_sets_both_buckets_at_zero_1_2_and_the_reduce_bucket_at_zero_3():
+    from dsx.sweep.grid import SweepSpec
+    from dsx.sweep.trials import axis_sets
+
+    spec = SweepSpec(model="gpt2-tiny", zero=[0, 2, 3], offload=["none"], bucket_size=[None, 10_000_000])
+    points = {(c.zero, c.bucket_size): c for c in spec.configurations()}
+    assert [c.label for c in points.values()] == ["z0 bf16", "z0 bf16 bucket=1e7", "z2 bf16", "z2 bf16 bucket=1e7",
+                                                  "z3 bf16", "z3 bf16 bucket=1e7"]
+    assert points[(0, 10_000_000)].problem(None) == "a ZeRO bucket size needs ZeRO 1-3 (ZeRO-0 has no buckets)"
+    assert axis_sets(points[(2, 10_000_000)]) == ("zero_optimization.reduce_bucket_size=10000000",
+                                                  "zero_optimization.allgather_bucket_size=10000000")
+    assert axis_sets(points[(3, 10_000_000)]) == ("zero_optimization.reduce_bucket_size=10000000",)
+    assert axis_sets(points[(2, None)]) == ()
+    assert points[(2, 10_000_000)].as_dict()["bucket_size"] == 10_000_000 and "bucket_size" not in \
+        points[(2, None)].as_dict()
+
+
+def test_a_sweep_without_the_bucket_axis_keeps_its_id():
+    from dsx.sweep.grid import SweepSpec
+
+    plain = SweepSpec(model="gpt2-tiny", zero=[1, 2], offload=["none"])
+    assert plain.sweep_id() == SweepSpec(model="gpt2-tiny", zero=[1, 2], offload=["none"], bucket_size=[None]).sweep_id()
+    assert plain.sweep_id() != SweepSpec(model="gpt2-tiny", zero=[1, 2], offload=["none"],
+                                         bucket_size=[None, 1_000_000]).sweep_id()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("1.5", "--bucket-size: 1.5 is not a whole number of elements (at least 1)"),
+    ("big", "--bucket-size: 'big' is not a number of elements or auto"),
+])
+def test_a_bad_bucket_size_is_refused_in_one_line(tmp_path, value, message):
+    out = dsx("sweep", "--model", "gpt2-tiny", "--bucket-size", value, "--dry-run", cwd=tmp_path)
+    assert out.exit_code == 2
+    assert out.output.splitlines()[-1] == f"Error: {message}"
+
+
+def test_the_dry_run_lists_the_bucket_points(tmp_path):
+    out = dsx("sweep", "--model", "gpt2-tiny", "--zero", "2", "--bucket-size", "auto,1e7", "--micro-batch", "2",
+              "--dry-run", cwd=tmp_path)
+    assert out.exit_code == 0, out.output
+    assert "  1. z2 bf16\n  2. z2 bf16 bucket=1e7\n" in out.output

@@ -125,6 +125,11 @@ def _generate_or_fail(preset: str | None, flags: dict, target_text: str | None) 
         config = generate(request, target)
     except ConfigRequestError as exc:
         raise click.UsageError(str(exc)) from None
+    from dsx.lint.engine import lint
+
+    for finding in lint(config, target=target, world_size=request.world_size // (request.pipeline_stages or 1),
+                        hf=request.hf_auto):
+        click.echo(f"dsx config: {finding.render()}", err=True)  # what --set chose against dsx's advice
     overwritten = hf_auto_overwrites(flags, config) if request.hf_auto else []
     if overwritten:
         names = " and ".join(overwritten)

@@ -93,8 +93,27 @@ def _ratios(text: str | None) -> list[float | None]:
     return list(dict.fromkeys(values))
 
 
+def _buckets(text: str | None) -> list[int | None]:
+    """--bucket-size auto,1e7,5e8: ZeRO bucket sizes in elements; auto is the size dsx writes for the model (None)."""
+    if text is None:
+        return [None]
+    values: list[int | None] = []
+    for item in _split(text, "--bucket-size"):
+        if item.lower() == "auto":
+            values.append(None)
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise click.UsageError(f"--bucket-size: {item!r} is not a number of elements or auto") from None
+        if value != int(value) or value < 1:
+            raise click.UsageError(f"--bucket-size: {item} is not a whole number of elements (at least 1)")
+        values.append(int(value))
+    return list(dict.fromkeys(values))
+
+
 SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt", "compile_", "grad_accum",
-               "pipeline_stages", "sparse_attention", "vary")
+               "pipeline_stages", "sparse_attention", "vary", "bucket_size")
 """The options whose absence makes `dsx sweep` run the default search (dsx.sweep.space) instead of their grid."""
 
 
@@ -151,6 +170,9 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
 @click.option("--offload-ratio", "offload_ratio", metavar="LIST",
               help="Share of the optimizer offloaded with --offload cpu (zero_optimization.offload_optimizer.ratio), "
                    "e.g. 0.5,0.7,1: below 1 at ZeRO-3 only; --offload defaults to cpu when this is given.")
+@click.option("--bucket-size", "bucket_size", metavar="LIST",
+              help="ZeRO bucket sizes in elements (reduce_bucket_size; allgather_bucket_size too at ZeRO 1-2), e.g. "
+                   "auto,1e7,5e8: auto is min(5e8, the model's parameters), what dsx writes (bench/buckets).")
 @click.option("--precision", default="bf16", show_default=True, metavar="LIST", help="bf16,fp16,fp32.")
 @click.option("--act-ckpt", is_flag=False, flag_value="on", default="off", show_default=True, metavar="LIST",
               help="Activation checkpointing, as dsx run --act-ckpt: off,on (bare: on).")
@@ -220,7 +242,7 @@ def _vary(items: tuple[str, ...]) -> dict[str, list]:
                                              "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 @python_option
-def command(model, zero_, offload, offload_params, offload_ratio, precision, act_ckpt, compile_, gpus, micro_batch,
+def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
             sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
@@ -292,6 +314,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, precision, act
                if value is not None and not (key == "launcher" and value == "pdsh")},
         sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
+        bucket_size=_buckets(bucket_size),
     )
     search_note = _default_search(spec, ctx)
     if one_at_a_time and not spec.vary:

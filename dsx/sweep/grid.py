@@ -46,11 +46,14 @@ class Configuration:
     offload_ratio: float | None = None
     """zero_optimization.offload_optimizer.ratio below 1 (--offload-ratio: part of the optimizer offloaded, ZeRO-3);
     None: all of it (or no offload)."""
+    bucket_size: int | None = None
+    """--bucket-size: ZeRO's reduce bucket (and allgather bucket at ZeRO 1-2) in elements; None: the size dsx writes
+    for the model (dsx.buckets)."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["vary"] = dict(self.vary)
-        for key in ("sparse", "pipeline_stages", "grad_accum", "offload_ratio"):  # older rows stay as they were
+        for key in ("sparse", "pipeline_stages", "grad_accum", "offload_ratio", "bucket_size"):  # older rows: as they were
             if data[key] is None:
                 del data[key]
         return data
@@ -61,6 +64,7 @@ class Configuration:
         extra += [f"sparse={self.sparse}"] if self.sparse is not None else []
         extra += ([] if self.pipeline_stages is None else [f"pp{self.pipeline_stages}"]) + (
             [] if self.grad_accum is None else [f"ga{self.grad_accum}"])
+        extra += [] if self.bucket_size is None else [f"bucket={bucket_text(self.bucket_size)}"]
         return configuration_label(zero=self.zero, offload=self.offload, offload_params=self.offload_params,
                                    precision=self.precision, act_ckpt=self.act_ckpt, compile=self.compile,
                                    extra=extra, offload_ratio=self.offload_ratio or 1.0)
@@ -75,6 +79,8 @@ class Configuration:
             return "NVMe offload needs --nvme-path"
         if self.pipeline_stages is not None and self.zero >= 2:
             return "pipeline stages need ZeRO 0 or 1 (DeepSpeed refuses ZeRO-2/3 with a pipeline)"
+        if self.bucket_size is not None and self.zero == 0:
+            return "a ZeRO bucket size needs ZeRO 1-3 (ZeRO-0 has no buckets)"
         if self.offload_ratio is not None and self.zero != 3:
             return ("partial optimizer offload (--offload-ratio below 1) needs ZeRO-3 (DeepSpeed: 'Partial offloading "
                     "only supported for ZeRO Stage 3.')")
@@ -93,6 +99,8 @@ class SweepSpec:
     gpus: list[int | None] = field(default_factory=lambda: [None])
     offload_ratio: list[float | None] = field(default_factory=lambda: [None])
     """--offload-ratio axis: offload_optimizer.ratio of the points with --offload cpu (None or 1: all of it)."""
+    bucket_size: list[int | None] = field(default_factory=lambda: [None])
+    """--bucket-size axis: ZeRO bucket sizes in elements (None: dsx's size for the model, dsx.buckets)."""
     vary: dict[str, list[Any]] = field(default_factory=dict)
     one_at_a_time: bool = False
     """--vary points: the base model plus one key changed at a time (for a parameter-effects table), instead of
@@ -174,6 +182,8 @@ class SweepSpec:
             nodes.update(pipeline_stages=self.pipeline_stages, pipeline_partition=self.pipeline_partition)
         if self.offload_ratio != [None]:  # and of sweeps without partial offload
             nodes.update(offload_ratio=self.offload_ratio)
+        if self.bucket_size != [None]:  # and of sweeps without a bucket axis
+            nodes.update(bucket_size=self.bucket_size)
         if self.search != "grid":  # and of grid sweeps
             nodes.update(search=self.search, grad_accum_choices=self.grad_accum_choices)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
@@ -193,13 +203,18 @@ class SweepSpec:
 
             return default_configurations(self)
         accums = self.grad_accum if isinstance(self.grad_accum, list) else [None]
-        points = [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga, r if o == "cpu" else None)
-                  for z, o, op, p, a, c, g, v, sp, pp, ga, r in itertools.product(
+        points = [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga, r if o == "cpu" else None, b)
+                  for z, o, op, p, a, c, g, v, sp, pp, ga, r, b in itertools.product(
                       self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile,
                       self.gpus, self.vary_points(), self.sparse_attention, self.pipeline_stages, accums,
-                      [None if r is None or r >= 1 else r for r in self.offload_ratio])]
+                      [None if r is None or r >= 1 else r for r in self.offload_ratio], self.bucket_size)]
         return list(dict.fromkeys(points))  # a ratio applies to CPU offload only: the other points once
 
+
+
+def bucket_text(size: int) -> str:
+    """A bucket size as a label shows it: 10000000 -> '1e7', 124475904 -> '1.24e8'."""
+    return f"{size:.3g}".replace("e+0", "e").replace("e+", "e")
 
 
 def default_model(device: str) -> str:

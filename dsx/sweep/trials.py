@@ -42,8 +42,8 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
              "grad_accum": configuration.grad_accum or spec.grad_accum, "optimizer": spec.optimizer, "lr": spec.lr}
     request = RunRequest(
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
-        ds_sets=tuple(spec.ds_sets) + ((f"zero_optimization.offload_optimizer.ratio={configuration.offload_ratio}",)
-                                        if configuration.offload_ratio is not None else ()), gpus=configuration.gpus, steps=spec.steps, warmup=spec.warmup, tf32=spec.tf32,
+        ds_sets=tuple(spec.ds_sets) + axis_sets(configuration), gpus=configuration.gpus, steps=spec.steps,
+        warmup=spec.warmup, tf32=spec.tf32,
         compile=configuration.compile, attn=spec.attn, act_ckpt=configuration.act_ckpt, results=spec.results,
         timeout_s=spec.trial_timeout_s, memory_cap=spec.memory_cap, sparse_attention=configuration.sparse,
         sparse_sets=tuple(spec.sparse_sets) if configuration.sparse not in (None, "none") else (), python=spec.python,
@@ -55,6 +55,19 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
     )
     request.command = run_command(request)
     return request
+
+
+def axis_sets(configuration: Configuration) -> tuple[str, ...]:
+    """The --ds-set keys of a point's DeepSpeed-config axes: the offload ratio, the ZeRO buckets (the allgather
+    bucket at ZeRO 1-2 only: ZeRO-3 gathers through its prefetch bucket)."""
+    sets: list[str] = []
+    if configuration.offload_ratio is not None:
+        sets.append(f"zero_optimization.offload_optimizer.ratio={configuration.offload_ratio}")
+    if configuration.bucket_size is not None:
+        sets.append(f"zero_optimization.reduce_bucket_size={configuration.bucket_size}")
+        if configuration.zero in (1, 2):
+            sets.append(f"zero_optimization.allgather_bucket_size={configuration.bucket_size}")
+    return tuple(sets)
 
 
 def run_command(request) -> list[str]:
