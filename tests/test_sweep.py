@@ -91,6 +91,14 @@ def test_a_fixed_list_runs_in_order_and_skips_what_is_above_an_oom():
     assert result.stopped == "micro-batch 12 ran out of memory; skipped 16, 32"
 
 
+def test_a_fixed_list_reads_a_probe_that_also_reports_tokens_per_s():
+    # the sweep's probe answers (outcome, tokens/s): the list's largest fit and OOM come out as with the bare word
+    answers = {1: ("fit", 100.0), 2: ("fit", 180.0), 4: ("oom", None), 8: ("oom", None)}
+    result = fixed_micro_batches(lambda mb, search: answers[mb], [2, 8, 1, 4])
+    assert (result.largest_fit, result.first_oom) == (2, 4)
+    assert result.tried == [(1, "fit"), (2, "fit"), (4, "oom")] and result.speeds == {1: 100.0, 2: 180.0}
+
+
 # ------------------------------------------------------------------------------------------ the grid
 
 

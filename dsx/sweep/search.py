@@ -113,6 +113,10 @@ def fixed_micro_batches(probe: Probe, values: list[int]) -> SearchResult:
     result = SearchResult()
     for mb in sorted(set(values)):
         outcome = probe(mb, "fixed")
+        if isinstance(outcome, tuple):  # (outcome, tokens/s): as search_micro_batch reads it
+            outcome, speed = outcome
+            if outcome == "fit" and speed:
+                result.speeds[mb] = speed
         result.tried.append((mb, outcome))
         if outcome == "oom":
             result.first_oom = mb
