@@ -37,6 +37,7 @@ def test_light_commands_do_not_import_torch_or_deepspeed(args):
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:", out.stderr
 
 
+@pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
 def test_dsx_models_counts_once_then_prints_the_same_table_from_the_cache_without_torch(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     probe = [sys.executable, "-c", PROBE.format(args=["models"])]
@@ -49,6 +50,7 @@ def test_dsx_models_counts_once_then_prints_the_same_table_from_the_cache_withou
     assert [p.parent.name for p in tmp_path.glob("dsx/models/presets-*.json")] == ["models"]
 
 
+@pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
 def test_dsx_models_with_a_changed_preset_is_counted_again_not_read_from_the_cache(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     subprocess.run([sys.executable, "-m", "dsx", "models"], cwd=ROOT, capture_output=True, env=env, check=True)

@@ -64,6 +64,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+@pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
 def test_a_dry_run_prints_the_ranks_config_with_the_logger_and_without_it_under_no_comm_log():
     on = run_cli("run", "--model", "gpt2-tiny", "--zero", "2", "--dry-run")
     off = run_cli("run", "--model", "gpt2-tiny", "--zero", "2", "--dry-run", "--no-comm-log")
@@ -232,6 +233,7 @@ def test_the_rank_counts_only_what_a_timed_step_sent_under_each_ops_name(single_
 # -------------------------------------------------------------------------------------------- estimate, report
 
 
+@pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
 def test_dsx_estimate_prints_the_predicted_volume(tiny):
     out = run_cli("estimate", "--model", "gpt2-tiny", "--zero", "1", "--gpus", "2", "--json")
     assert out.returncode == 0, out.stderr

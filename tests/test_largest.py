@@ -102,6 +102,7 @@ def h100_answer() -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
 def test_on_one_h100_and_a_125_gib_host_the_largest_llama_3_shape_is_above_8b(h100_answer):
     assert h100_answer["largest"]["params"] == 8_466_485_248 and h100_answer["ladder"] == "llama-3"
     assert h100_answer["overrides"] == {"hidden_size": 4096, "num_hidden_layers": 34, "num_attention_heads": 32,
@@ -122,6 +123,7 @@ def test_the_answer_fits_the_gpu_and_the_host_less_its_margin(h100_answer):
     assert "--ds-set zero_optimization.offload_optimizer.ratio=0.6" in h100_answer["command"]
 
 
+@pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
 def test_a_speed_floor_stops_the_ladder_where_the_prediction_falls_below_it():
     out = CliRunner().invoke(cli, ["estimate", "--model", "llama-8b", "--largest", *ISSUE_16_MACHINE,
                                    "--min-tflops", "100"])

@@ -154,6 +154,7 @@ def test_without_dsx_estimate_no_axis_means_the_plain_grid(tmp_path):
     assert planned(lines) == ["  1. z1 bf16", "  2. z2 bf16", "  3. z3 bf16"]
 
 
+@pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
 def test_llama_7b_on_the_h100_host_runs_three_partial_offload_configurations(tmp_path):
     """Issue 16's machine: 80 GB GPU, 125 GiB host. Without offload nothing fits the GPU, full offload does not fit
     the host; the partial ratios that fit both are run, fastest predicted first."""
