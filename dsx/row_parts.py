@@ -74,6 +74,8 @@ class Comm(_Row):
     """1-bit optimizers: 'warmup' (uncompressed) and 'compressed' timed steps, each with its bytes and step time."""
     method: str = ""
     notes: list[str] = Field(default_factory=list)
+
+
 class SparseAttentionInfo(_Row):
     """Block-sparse attention of the run (dsx.sparse): asked for with --sparse-attention or a config's
     sparse_attention block, applied by dsx (DeepSpeed 0.19 has no sparse attention; 0.18 only parsed the block)."""
