@@ -39,11 +39,33 @@ def dry_run_config(tmp_path, *args) -> dict:
     (GPT2_TINY_PARAMS, 2, {"reduce_bucket_size": GPT2_TINY_PARAMS, "allgather_bucket_size": GPT2_TINY_PARAMS}),
     (GPT2_TINY_PARAMS, 1, {"reduce_bucket_size": GPT2_TINY_PARAMS, "allgather_bucket_size": GPT2_TINY_PARAMS}),
     (1_557_686_400, 2, {"reduce_bucket_size": DEEPSPEED_DEFAULT, "allgather_bucket_size": DEEPSPEED_DEFAULT}),
-    (GPT2_TINY_PARAMS, 3, {"reduce_bucket_size": GPT2_TINY_PARAMS}),  # ZeRO-3 gathers through its prefetch bucket
     (GPT2_TINY_PARAMS, 0, {}),
 ])
 def test_buckets_are_the_smaller_of_deepspeeds_default_and_the_model(params, stage, expected):
     assert sized_buckets(params, stage) == expected
+
+
+@pytest.mark.parametrize("params, device, expected", [
+    (GPT2_TINY_PARAMS, "cuda", {"reduce_bucket_size": GPT2_TINY_PARAMS, "stage3_prefetch_bucket_size": GPT2_TINY_PARAMS,
+                                "stage3_param_persistence_threshold": 100_000}),
+    (1_557_686_400, "cuda", {"reduce_bucket_size": DEEPSPEED_DEFAULT, "stage3_prefetch_bucket_size": 50_000_000,
+                             "stage3_param_persistence_threshold": 100_000}),
+    (GPT2_TINY_PARAMS, "cpu", {"reduce_bucket_size": GPT2_TINY_PARAMS, "stage3_prefetch_bucket_size": GPT2_TINY_PARAMS,
+                               "stage3_param_persistence_threshold": 0}),
+])
+def test_zero3_gets_the_prefetch_bucket_and_the_persistence_threshold_measured_for_its_device(params, device, expected):
+    assert sized_buckets(params, 3, device) == expected
+
+
+def test_a_zero3_run_on_cpu_ranks_writes_persistence_0_into_its_config(tmp_path):
+    zero = dry_run_config(tmp_path, "--zero", "3", "--micro-batch", "2")["zero_optimization"]
+    assert (zero["stage3_prefetch_bucket_size"], zero["stage3_param_persistence_threshold"]) == (GPT2_TINY_PARAMS, 0)
+
+
+def test_ds_set_overrides_the_persistence_threshold(tmp_path):
+    zero = dry_run_config(tmp_path, "--zero", "3", "--micro-batch", "2",
+                          "--ds-set", "zero_optimization.stage3_param_persistence_threshold=100000")["zero_optimization"]
+    assert zero.get("stage3_param_persistence_threshold", 100_000) == 100_000
 
 
 def test_a_run_writes_the_buckets_for_its_model_into_the_config(tmp_path):

@@ -278,7 +278,7 @@ def resolve_trial(request: RunRequest) -> Trial:
     if request.attn == "flash" and device != "cuda":
         raise RunRefused("--attn flash needs a CUDA GPU")
     if source == "flags":  # a --config file is run as it is
-        fill_buckets(config, count_params(resolved), request.ds_sets)
+        fill_buckets(config, count_params(resolved), request.ds_sets, device)
     from dsx.schema.batch import BatchError, solve_batch
 
     pipeline = pipeline_plan(request, config, world, resolved, notes)
