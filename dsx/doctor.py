@@ -2,7 +2,7 @@
 
 Every check is a `Check(level, name, detail, fix)`; level OK, WARN (something will be missing or slow: NVMe
 offload without libaio, multi-node without pdsh, the transformers Trainer without accelerate) or FAIL (dsx run cannot work:
-no torch, no DeepSpeed). Probes run through dsx.launcher.capture (the only module that starts processes).
+no torch, no DeepSpeed). Probes run through dsx.processes.capture (the only module that starts processes).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dsx import op_cache
-from dsx.launcher import capture, clean_arch_list
+from dsx.launcher import clean_arch_list
+from dsx.processes import capture
 
 
 @dataclass

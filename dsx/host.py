@@ -9,7 +9,7 @@ import os
 import socket
 from pathlib import Path
 
-from dsx.launcher import capture
+from dsx.processes import capture
 
 
 def process_start_time() -> float | None:

@@ -95,7 +95,7 @@ def _mtime(path: str) -> float | None:
 
 
 def _run_probe(python: str, env: Mapping[str, str], timeout_s: float) -> dict:
-    from dsx.launcher import capture  # the module that starts processes
+    from dsx.processes import capture  # the module that starts processes
 
     code, output = capture([python, "-c", PROBE], timeout_s, env)
     if code is None:

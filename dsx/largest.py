@@ -240,12 +240,13 @@ def _fits(spec, rung: Rung, gpu: str) -> tuple[bool, str]:
     from dsx.fit import host_capacity, nvme_capacity, shortfall_text
     from dsx.fit import Resource
     from dsx.run import RunRefused, resolve_trial
+    from dsx.sweep.space import sweep_configurations
     from dsx.sweep.trials import run_request
 
     rung_spec = _rung_spec(spec, rung, ladder_of(spec.model).family)
     host, nvme = host_capacity(spec.host_memory), nvme_capacity(spec.nvme_free, spec.nvme_path)
     closest: tuple[float, str] | None = None
-    for configuration in rung_spec.configurations():
+    for configuration in sweep_configurations(rung_spec):
         try:
             trial = resolve_trial(run_request(rung_spec, configuration, 1, "fixed"))
             result = estimate(Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
@@ -289,8 +290,9 @@ def _fast_enough(spec, rung: Rung, gpu: str, min_tflops: float) -> tuple[bool, s
 def _best_plan(rung_spec, gpu: str):
     from dsx.estimate import estimate
     from dsx.sweep.planning import plan
+    from dsx.sweep.space import sweep_configurations
 
-    plans = [p for p in plan(rung_spec, rung_spec.configurations(), gpu) if p.skip is None and p.tokens_per_s]
+    plans = [p for p in plan(rung_spec, sweep_configurations(rung_spec), gpu) if p.skip is None and p.tokens_per_s]
     if not plans:
         return None, None
     best = plans[0]

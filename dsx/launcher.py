@@ -1,9 +1,6 @@
-"""The only module of dsx that starts processes.
-
-`build_launch(...)` turns a run into data - the command line of DeepSpeed's own launcher and the full environment
-of the child - without side effects, so tests and `dsx run --dry-run` can look at it. `run_plan(plan, timeout_s)`
-starts it in its own process group and kills the whole group on timeout or Ctrl-C. `capture(argv)` runs short
-probes (nvidia-smi, nvcc --version) for `dsx doctor` and GPU discovery.
+"""The launch as data: `build_launch(...)` turns a run into the command line of DeepSpeed's own launcher and the full
+environment of the child - without side effects, so tests and `dsx run --dry-run` can look at it. dsx.processes
+starts it (`run_plan`): the only module that starts processes.
 
 Why these launcher arguments (DeepSpeed 0.19.8, deepspeed/launcher/runner.py and launch.py):
 - `python -m deepspeed.launcher.runner` is what the `deepspeed` script runs; calling it with this interpreter
@@ -26,16 +23,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from dsx import leftovers, op_cache
+from dsx import op_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 RANK_SCRIPT = ROOT / "dsx" / "rank" / "train_rank.py"
@@ -372,158 +365,3 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
                      "filesystem every node shares")
     return LaunchPlan(argv=argv, env=env, cwd=cwd, notes=notes, env_changes=changes, master_addr=master_addr,
                       master_port=master_port, node_argvs=node_argvs, files=files)
-
-
-# ------------------------------------------------------------------------------------------- starting processes
-
-
-@dataclass
-class Completed:
-    returncode: int | None
-    """The launcher's exit status (None if it had to be killed)."""
-    timed_out: bool
-    started: float
-    """time.time() when the launcher was started."""
-    ended: float
-    log_path: str | None
-    tail: str
-    """The last lines of the launcher's output (all ranks)."""
-    cleaned: list[str] = field(default_factory=list)
-    """What dsx removed that earlier or this job's processes left behind (see dsx.leftovers)."""
-
-
-def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
-    """SIGTERM the whole process group (runner(s), launch.py, every rank), then SIGKILL what is left.
-    The first process leads the group (run_plan made it so): its pid is the group id even after it exited and was
-    reaped, when its ranks may still run."""
-    pgid = procs[0].pid
-    # after SIGKILL, wait until the kernel has really removed them (seconds on a loaded machine with big ranks)
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            for proc in procs:
-                proc.poll()  # reap our own children, or the group never empties
-            try:
-                os.killpg(pgid, 0)  # anything left in the group?
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-
-
-NODE_FAILURE_GRACE_S = 60.0
-"""--launcher no-ssh: after one node's launcher fails, how long the others get to notice (their ranks lose a peer
-and exit) before the whole group is killed, so a failure never hangs the job."""
-
-
-def _print_build_notice(op: str) -> None:
-    sys.stderr.write(op_cache.build_notice(op) + "\n")
-    sys.stderr.flush()
-
-
-def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathLike | None = None,
-             echo: bool = False, tail_lines: int = 40, on_start=None, on_build=_print_build_notice) -> Completed:
-    """Start the plan in a new process group (with --launcher no-ssh: every node's runner, in the same group), send
-    its output (all ranks) to `log_path` (and the terminal with echo), wait. On timeout or Ctrl-C the whole group is
-    killed; Ctrl-C is re-raised after that. `on_start(pgid)` is called right after the start; `on_build(op)` when
-    DeepSpeed starts JIT-building an op (default: one line on stderr, whether or not the output is echoed)."""
-    cleaned = _remove_leftovers(plan, before=True)
-    log = open(log_path, "ab") if log_path else None
-    tail: list[bytes] = []
-    lock = threading.Lock()
-    started = time.time()
-    procs: list[subprocess.Popen] = []
-    commands = plan.node_argvs or [plan.argv]
-    for argv in commands:
-        # one command: its own session; several: one new process group in this session (a group cannot span
-        # sessions), so killpg stops them all
-        if procs:
-            group = {"process_group": procs[0].pid}
-        else:
-            group = {"start_new_session": True} if len(commands) == 1 else {"process_group": 0}
-        procs.append(subprocess.Popen(argv, env=plan.env, cwd=plan.cwd, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **group))
-    if on_start is not None:
-        on_start(procs[0].pid)
-
-    def pump(proc: subprocess.Popen) -> None:
-        assert proc.stdout is not None
-        for line in iter(proc.stdout.readline, b""):
-            with lock:
-                if log:
-                    log.write(line)
-                    log.flush()
-                if echo:
-                    sys.stderr.buffer.write(line)
-                    sys.stderr.flush()
-                tail.append(line)
-                if len(tail) > tail_lines:
-                    del tail[0]
-
-    readers = [threading.Thread(target=pump, args=(proc,), daemon=True) for proc in procs]
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    deadline = time.monotonic() + timeout_s if timeout_s and timeout_s > 0 else None
-    try:
-        try:
-            with op_cache.BuildWatcher([proc.pid for proc in procs], on_build):
-                failed_at = None
-                while any(proc.poll() is None for proc in procs):
-                    now = time.monotonic()
-                    if deadline is not None and now > deadline:
-                        timed_out = True
-                        _kill_group(procs)
-                        break
-                    if failed_at is None and any(proc.returncode for proc in procs):
-                        failed_at = now
-                    if failed_at is not None and now - failed_at > NODE_FAILURE_GRACE_S:
-                        _kill_group(procs)
-                        break
-                    time.sleep(0.1)
-        except BaseException:  # Ctrl-C or anything else: leave no rank behind
-            _kill_group(procs, grace_s=5.0)
-            raise
-    finally:
-        for reader in readers:
-            reader.join(timeout=5)
-        if log:
-            log.close()
-        cleaned += _remove_leftovers(plan, before=False)
-    ended = time.time()
-    codes = [proc.returncode for proc in procs]
-    returncode = None if timed_out else next((c for c in codes if c), codes[0])
-    return Completed(returncode=returncode, timed_out=timed_out, started=started,
-                     ended=ended, log_path=str(log_path) if log_path else None,
-                     tail=b"".join(tail).decode("utf-8", "replace"), cleaned=cleaned)
-
-
-def _remove_leftovers(plan: LaunchPlan, before: bool) -> list[str]:
-    """Before a start: stale JIT-build locks (a rank waiting on one never starts) and buffers under this job's
-    port. After the job: its shared-memory buffers, which DeepSpeed never unlinks. Returns what was removed."""
-    messages = []
-    if before:
-        locks = leftovers.remove(leftovers.stale_jit_locks(leftovers.extensions_dir(plan.env)))
-        if locks:
-            messages.append("removed stale JIT-build lock(s) no live process held (a killed process left them; "
-                            "loading the op would have waited forever): " + ", ".join(map(str, locks)))
-    if plan.master_port is not None and plan.env.get("DS_ACCELERATOR") == "cpu":
-        buffers = leftovers.remove(leftovers.shm_buffers(plan.master_addr, plan.master_port))
-        if buffers and before:
-            messages.append(f"removed {len(buffers)} stale DeepSpeed shared-memory buffer(s) of an earlier job on "
-                            f"port {plan.master_port}")
-    return messages
-
-
-def capture(argv: Sequence[str], timeout_s: float = 15.0, env: Mapping[str, str] | None = None) -> tuple[int | None, str]:
-    """Run a short probe (with `env`, default this process's environment); (exit status or None when it could not
-    run / timed out, stdout+stderr, or the error's text)."""
-    try:
-        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-                             env=None if env is None else dict(env))
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, str(exc)
-    return out.returncode, (out.stdout + out.stderr)

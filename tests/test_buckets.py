@@ -155,11 +155,11 @@ def test_dsx_config_writes_a_set_key_lint_warns_about_and_prints_the_warning(tmp
 
 
 def test_the_bucket_axis_sets_both_buckets_at_zero_1_2_and_the_reduce_bucket_at_zero_3():
-    from dsx.sweep.grid import SweepSpec
+    from dsx.sweep import SweepSpec, sweep_configurations
     from dsx.sweep.trials import axis_sets
 
     spec = SweepSpec(model="gpt2-tiny", zero=[0, 2, 3], offload=["none"], bucket_size=[None, 10_000_000])
-    points = {(c.zero, c.bucket_size): c for c in spec.configurations()}
+    points = {(c.zero, c.bucket_size): c for c in sweep_configurations(spec)}
     assert [c.label for c in points.values()] == ["z0 bf16", "z0 bf16 bucket=1e7", "z2 bf16", "z2 bf16 bucket=1e7",
                                                   "z3 bf16", "z3 bf16 bucket=1e7"]
     assert points[(0, 10_000_000)].problem(None) == "a ZeRO bucket size needs ZeRO 1-3 (ZeRO-0 has no buckets)"
@@ -172,7 +172,7 @@ def test_the_bucket_axis_sets_both_buckets_at_zero_1_2_and_the_reduce_bucket_at_
 
 
 def test_a_sweep_without_the_bucket_axis_keeps_its_id():
-    from dsx.sweep.grid import SweepSpec
+    from dsx.sweep import SweepSpec
 
     plain = SweepSpec(model="gpt2-tiny", zero=[1, 2], offload=["none"])
     assert plain.sweep_id() == SweepSpec(model="gpt2-tiny", zero=[1, 2], offload=["none"], bucket_size=[None]).sweep_id()

@@ -16,7 +16,7 @@ from dsx.cli import cli
 from dsx.estimate import Setup, estimate, max_micro_batch, model_states, setup_of_row, zero3_gathered_params
 from dsx.models import largest_module_params, resolve_model
 from dsx.results import read_rows
-from dsx.sweep import SweepSpec, plan, search_micro_batch
+from dsx.sweep import SweepSpec, plan, search_micro_batch, sweep_configurations
 from dsx.units import GIB
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,21 +262,21 @@ def test_estimate_act_ckpt_cpu_is_refused_with_what_to_use():
 
 def test_sweep_plan_skips_what_cannot_fit_and_starts_at_the_prediction():
     spec = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], act_ckpt=[False, True], mb_start=1, mb_max=128)
-    plans = {p.configuration.label: p for p in plan(spec, spec.configurations(), "h100-80gb")}
+    plans = {p.configuration.label: p for p in plan(spec, sweep_configurations(spec), "h100-80gb")}
     assert plans["z1 bf16"].start == plans["z1 bf16"].predicted_max == 10
     assert plans["z1 bf16 ckpt"].start > 10
     capped = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], memory_cap=10 * GIB)
-    (only,) = plan(capped, capped.configurations(), "h100-80gb")
+    (only,) = plan(capped, sweep_configurations(capped), "h100-80gb")
     assert only.skip.startswith("predicted not to fit: ")
     assert only.skip.endswith("10.0 GiB available (--no-prune runs it)")
 
 
 def test_sweep_plan_skips_fixed_micro_batches_predicted_not_to_fit():
     spec = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], micro_batch=[8, 16, 32])
-    (some,) = plan(spec, spec.configurations(), "h100-80gb")
+    (some,) = plan(spec, sweep_configurations(spec), "h100-80gb")
     assert some.skip is None and some.skip_micro_batches == [16, 32]
     spec = SweepSpec(model="gpt2-xl", zero=[1], offload=["none"], micro_batch=[64, 128])
-    (none,) = plan(spec, spec.configurations(), "h100-80gb")
+    (none,) = plan(spec, sweep_configurations(spec), "h100-80gb")
     assert none.skip == ("predicted not to fit at micro-batch 64, 128 (the largest predicted to fit is 10; "
                          "--no-prune runs them)")
 
@@ -284,19 +284,19 @@ def test_sweep_plan_skips_fixed_micro_batches_predicted_not_to_fit():
 def test_sweep_plan_skips_configurations_predicted_much_slower_than_the_fastest():
     # the H100 host's 125 GiB: the plan judges host memory too (this machine's RAM unless told)
     spec = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True], host_memory=125 * GIB)
-    plans = {p.configuration.label: p for p in plan(spec, spec.configurations(), "h100-80gb")}
+    plans = {p.configuration.label: p for p in plan(spec, sweep_configurations(spec), "h100-80gb")}
     assert [label for label, p in plans.items() if p.skip is None] == ["z1 bf16 ckpt", "z3 bf16 ckpt"]
     assert plans["z3 off=cpu bf16 ckpt"].skip == (
         "predicted 15,567 tokens/s, 32% below the predicted fastest (z1 bf16 ckpt, 22,947; --keep-within 0.33 or "
         "--no-prune runs it)")
     keep_all = SweepSpec(model="gpt2-xl", zero=[1, 3], offload=["none", "cpu"], act_ckpt=[True], keep_within=1,
                          host_memory=125 * GIB)
-    assert all(p.skip is None for p in plan(keep_all, keep_all.configurations(), "h100-80gb"))
+    assert all(p.skip is None for p in plan(keep_all, sweep_configurations(keep_all), "h100-80gb"))
 
 
 def test_sweep_plan_orders_likely_fastest_first():
     spec = SweepSpec(model="gpt2-xl", zero=[3, 1], offload=["none"], act_ckpt=[True])
-    order = [p.configuration.label for p in plan(spec, spec.configurations(), "h100-80gb")]
+    order = [p.configuration.label for p in plan(spec, sweep_configurations(spec), "h100-80gb")]
     assert order == ["z1 bf16 ckpt", "z3 bf16 ckpt"]
 
 

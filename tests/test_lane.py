@@ -153,7 +153,7 @@ def test_the_lanes_ops_get_their_own_folder():
 
 def test_the_lane_is_part_of_a_trial_and_of_a_sweep_but_leaves_the_others_keys_as_they_were():
     from dsx.results import trial_key
-    from dsx.sweep import SweepSpec
+    from dsx.sweep import SweepSpec, sweep_configurations
     from dsx.sweep.trials import run_command, run_request
 
     same = {"ds_config": {}, "model": {}, "toggles": {}, "device": "cpu", "world_size": 1, "steps": 1, "warmup": 0,
@@ -163,5 +163,5 @@ def test_the_lane_is_part_of_a_trial_and_of_a_sweep_but_leaves_the_others_keys_a
     spec = SweepSpec(model="gpt2-tiny", zero=[2], offload=["none"], micro_batch=[1])
     laned = SweepSpec(model="gpt2-tiny", zero=[2], offload=["none"], micro_batch=[1], python=LANE.python)
     assert spec.sweep_id() != laned.sweep_id()
-    request = run_request(laned, laned.configurations()[0], 1, "fixed")
+    request = run_request(laned, sweep_configurations(laned)[0], 1, "fixed")
     assert request.python == LANE.python and run_command(request)[-4:-2] == ["--python", LANE.python]

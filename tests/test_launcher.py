@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from dsx import op_cache
-from dsx.launcher import RANK_SCRIPT, LaunchError, LaunchPlan, build_launch, clean_arch_list, run_plan
+from dsx.launcher import RANK_SCRIPT, LaunchError, LaunchPlan, build_launch, clean_arch_list
+from dsx.processes import run_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = "/venv/bin/python"

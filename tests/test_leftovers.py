@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from dsx import leftovers
-from dsx.launcher import LaunchPlan, run_plan
+from dsx.launcher import LaunchPlan
+from dsx.processes import run_plan
 
 
 def _port() -> int:

@@ -284,11 +284,11 @@ def test_estimate_cli_prints_the_stages(tmp_path):
 
 
 def test_pipeline_stages_and_grad_accum_are_sweep_axes():
-    from dsx.sweep import SweepSpec, run_request
+    from dsx.sweep import SweepSpec, run_request, sweep_configurations
 
     spec = SweepSpec(model="gpt2-tiny", zero=[1, 2], offload=["none"], gpus=[2], pipeline_stages=[None, 2],
                      grad_accum=[1, 4], micro_batch=[2])
-    configurations = spec.configurations()
+    configurations = sweep_configurations(spec)
     assert [c.label for c in configurations] == [
         "z1 bf16 2gpu ga1", "z1 bf16 2gpu ga4", "z1 bf16 2gpu pp2 ga1", "z1 bf16 2gpu pp2 ga4",
         "z2 bf16 2gpu ga1", "z2 bf16 2gpu ga4", "z2 bf16 2gpu pp2 ga1", "z2 bf16 2gpu pp2 ga4"]

@@ -11,6 +11,7 @@ from dsx import report as rp
 from dsx.cli import cli
 from dsx.results import read_rows
 from dsx.sweep.grid import SweepSpec
+from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import run_request
 
 SPARSE_ROWS = ROOT / "tests/fixtures/rows/cpu_sparse.jsonl"
@@ -20,10 +21,10 @@ H100 = ROOT / "tests/fixtures/rows/h100.jsonl"
 def test_the_axis_multiplies_the_grid_and_names_each_point():
     spec = SweepSpec(model="gpt2-tiny", zero=[2], offload=["none"], vary={"seq_len": [64, 128]},
                      sparse_attention=[None, "bigbird"], sparse_sets=("num_random_blocks=1",))
-    labels = [c.label for c in spec.configurations()]
+    labels = [c.label for c in sweep_configurations(spec)]
     assert labels == ["z2 bf16 seq_len=64", "z2 bf16 seq_len=64 sparse=bigbird", "z2 bf16 seq_len=128",
                       "z2 bf16 seq_len=128 sparse=bigbird"]
-    dense, sparse = (run_request(spec, c, 1, "fixed") for c in spec.configurations()[:2])
+    dense, sparse = (run_request(spec, c, 1, "fixed") for c in sweep_configurations(spec)[:2])
     assert (dense.sparse_attention, dense.sparse_sets) == (None, ())
     assert (sparse.sparse_attention, sparse.sparse_sets, sparse.seq_len) == ("bigbird", ("num_random_blocks=1",), 64)
     assert sparse.command[sparse.command.index("--sparse-attention") + 1] == "bigbird"
@@ -36,7 +37,7 @@ def test_a_sweep_without_the_axis_keeps_its_id_and_configuration():
                                          sparse_attention=[None]).sweep_id()
     assert plain.sweep_id() != SweepSpec(model="gpt2-tiny", zero=[2], offload=["none"],
                                          sparse_attention=[None, "bigbird"]).sweep_id()
-    assert "sparse" not in plain.configurations()[0].as_dict()
+    assert "sparse" not in sweep_configurations(plain)[0].as_dict()
 
 
 def test_a_bad_word_in_the_axis_is_refused_before_anything_runs():

@@ -21,7 +21,7 @@ from dsx.models import resolve_model
 from dsx.results import append_row
 from dsx.sweep import (
     Configuration, SweepError, SweepLock, SweepSpec, done_rows, fixed_micro_batches, flat_stop, reap_orphans,
-    run_request, search_micro_batch, sweep,
+    run_request, search_micro_batch, sweep, sweep_configurations,
 )
 
 
@@ -109,7 +109,7 @@ def spec(**changes) -> SweepSpec:
 
 
 def test_the_grid_is_the_product_of_the_axes_in_the_order_given():
-    labels = [c.label for c in spec(act_ckpt=[False, True]).configurations()]
+    labels = [c.label for c in sweep_configurations(spec(act_ckpt=[False, True]))]
     assert labels == ["z1 bf16", "z1 bf16 ckpt", "z1 off=cpu bf16", "z1 off=cpu bf16 ckpt", "z2 bf16",
                       "z2 bf16 ckpt", "z2 off=cpu bf16", "z2 off=cpu bf16 ckpt", "z3 bf16", "z3 bf16 ckpt",
                       "z3 off=cpu bf16", "z3 off=cpu bf16 ckpt"]
@@ -117,9 +117,9 @@ def test_the_grid_is_the_product_of_the_axes_in_the_order_given():
 
 def test_vary_takes_every_combination_or_one_key_at_a_time():
     vary = {"n_layer": [1, 4], "seq_len": [32]}
-    product = [c.vary for c in spec(zero=[2], offload=["none"], vary=vary).configurations()]
+    product = [c.vary for c in sweep_configurations(spec(zero=[2], offload=["none"], vary=vary))]
     assert product == [(("n_layer", 1), ("seq_len", 32)), (("n_layer", 4), ("seq_len", 32))]
-    one = [c.vary for c in spec(zero=[2], offload=["none"], vary=vary, one_at_a_time=True).configurations()]
+    one = [c.vary for c in sweep_configurations(spec(zero=[2], offload=["none"], vary=vary, one_at_a_time=True))]
     assert one == [(), (("n_layer", 1),), (("n_layer", 4),), (("seq_len", 32),)]
 
 
@@ -143,7 +143,7 @@ def test_the_sweep_id_depends_on_what_decides_the_trials_only():
 def test_a_trial_is_a_dsx_run_request_whose_command_repeats_it():
     s = spec(vary={"n_layer": [3]}, memory_cap=1 << 30, ds_sets=("steps_per_print=5",), steps=3, warmup=1,
              results="r.jsonl")
-    configuration = s.configurations()[-1]
+    configuration = sweep_configurations(s)[-1]
     request = run_request(s, configuration, micro_batch=8, search="bisect")
     assert request.overrides == {"n_layer": 3} and request.config_flags["micro_batch"] == 8
     assert request.sweep["label"] == "z3 off=cpu bf16 n_layer=3" and request.sweep["search"] == "bisect"
@@ -154,7 +154,7 @@ def test_a_trial_is_a_dsx_run_request_whose_command_repeats_it():
 
 
 def test_the_printed_command_is_accepted_by_dsx_run(tmp_path):
-    request = run_request(spec(results=str(tmp_path / "r.jsonl")), spec().configurations()[3], 4, "grow")
+    request = run_request(spec(results=str(tmp_path / "r.jsonl")), sweep_configurations(spec())[3], 4, "grow")
     out = subprocess.run([sys.executable, "-m", "dsx", *request.command[1:], "--dry-run"], capture_output=True,
                          text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -393,7 +393,7 @@ def test_the_help_examples_are_sweeps_dsx_can_build(tmp_path):
 def test_sweep_rows_validate_as_run_rows():
     from dsx.results import SweepInfo
 
-    info = SweepInfo(**run_request(spec(), spec().configurations()[0], 2, "grow").sweep)
+    info = SweepInfo(**run_request(spec(), sweep_configurations(spec())[0], 2, "grow").sweep)
     assert json.loads(info.model_dump_json())["configuration"]["zero"] == 1
 
 

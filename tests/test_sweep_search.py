@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import ROOT
 from dsx.cli.sweep import command as sweep_command
 from dsx.run import resolve_trial
-from dsx.sweep import Configuration, SweepSpec, plan, run_request
+from dsx.sweep import Configuration, SweepSpec, plan, run_request, sweep_configurations
 from dsx.sweep.best import best_lines
 from dsx.sweep.eta import Eta
 from dsx.sweep.space import GRAD_ACCUM_CHOICES, choose_grad_accum, default_configurations, partial_ratios
@@ -49,7 +49,7 @@ def default_spec(model: str, **changes) -> SweepSpec:
 
 def test_an_offload_ratio_applies_to_the_cpu_offload_points_only():
     spec = SweepSpec(model="gpt2-tiny", zero=[2, 3], offload=["none", "cpu"], offload_ratio=[0.5, None])
-    assert [c.label for c in spec.configurations()] == ["z2 bf16", "z2 off=cpu:0.5 bf16", "z2 off=cpu bf16",
+    assert [c.label for c in sweep_configurations(spec)] == ["z2 bf16", "z2 off=cpu:0.5 bf16", "z2 off=cpu bf16",
                                                         "z3 bf16", "z3 off=cpu:0.5 bf16", "z3 off=cpu bf16"]
 
 
@@ -61,14 +61,14 @@ def test_a_partial_ratio_below_zero3_is_an_impossible_point_with_deepspeeds_reas
 
 def test_the_ratio_reaches_the_deepspeed_config_and_the_command_that_repeats_the_trial():
     spec = SweepSpec(model="llama-tiny", zero=[3], offload=["cpu"], offload_ratio=[0.7])
-    (configuration,) = spec.configurations()
+    (configuration,) = sweep_configurations(spec)
     request = run_request(spec, configuration, 2, "grow")
     trial = resolve_trial(request)
     assert trial.ds_config["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_memory": True,
                                                                          "ratio": 0.7}
     assert request.command[request.command.index("--ds-set") + 1] == "zero_optimization.offload_optimizer.ratio=0.7"
     assert configuration.as_dict()["offload_ratio"] == 0.7
-    assert "offload_ratio" not in SweepSpec(model="gpt2-tiny", zero=[3], offload=["cpu"]).configurations()[0].as_dict()
+    assert "offload_ratio" not in sweep_configurations(SweepSpec(model="gpt2-tiny", zero=[3], offload=["cpu"]))[0].as_dict()
 
 
 def test_offload_ratio_alone_means_cpu_offload(tmp_path):
@@ -116,7 +116,7 @@ def test_the_default_search_keeps_what_is_trained_as_the_user_gave_it():
     clipping and optimizer (--ds-set, --optimizer, --lr) and precision; only how it runs differs."""
     spec = default_spec("gpt2-tiny", overrides={"resid_pdrop": 0.0}, optimizer="Lion", lr=3e-4, precision=["fp16"],
                         ds_sets=("gradient_clipping=0.5",))
-    for configuration in spec.configurations():
+    for configuration in sweep_configurations(spec):
         trial = resolve_trial(run_request(spec, configuration, 1, "fixed"))
         assert trial.resolved.overrides == {"resid_pdrop": 0.0}
         assert trial.ds_config["gradient_clipping"] == 0.5 and trial.ds_config["fp16"]["enabled"] is True
@@ -177,7 +177,7 @@ def test_the_grad_accum_is_the_smallest_within_two_percent_of_the_best_with_step
 
 def test_the_plan_gives_each_default_configuration_its_grad_accum():
     spec = default_spec("gpt2-xl")
-    configurations = [c for c in spec.configurations() if (c.zero, c.offload, c.act_ckpt, c.compile) ==
+    configurations = [c for c in sweep_configurations(spec) if (c.zero, c.offload, c.act_ckpt, c.compile) ==
                       (1, "none", False, True)]
     (item,) = plan(spec, configurations, "h100-80gb")
     assert (item.configuration.label, item.start) == ("z1 bf16 compile ga8", 18)

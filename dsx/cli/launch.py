@@ -71,7 +71,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
         -- python train.py --output_dir out
     """
     from dsx.host import cpu_count, detect_device, free_port
-    from dsx.launcher import LaunchError, build_launch, run_plan
+    from dsx.launcher import LaunchError, build_launch
+    from dsx.processes import run_plan
     from dsx.lint.load import UnreadableConfig, read_config
     from dsx.run.nodes import NodeRequest, gpu_capabilities, launch_nodes, master_addr, place
     from dsx.run.prepare import lane_launch

@@ -128,7 +128,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
     dsx sweep --model llama-7b --zero 3 --offload-ratio 0.5,0.7,1 --act-ckpt on --grad-accum 4
     """
     from dsx.models import ModelError, parse_overrides
-    from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model
+    from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model, sweep_configurations
 
     try:
         overrides = parse_overrides(sets)
@@ -179,7 +179,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")
     if device == "cuda" and any(g is not None and g > visible for g in spec.gpus):
         raise click.UsageError(f"--gpus {gpus}: only {visible} GPU(s) are visible")
-    configurations = spec.configurations()
+    configurations = sweep_configurations(spec)
     where = f"{visible} GPU(s)" if device == "cuda" else "CPU ranks (no GPU)"
     mb_text = (f"auto ({spec.mb_start}..{spec.mb_max}, x2 then bisect)" if micro_batches == AUTO
                else ",".join(map(str, micro_batches)))

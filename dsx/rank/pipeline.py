@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
 
 import torch
 from torch import nn

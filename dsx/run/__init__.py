@@ -5,7 +5,7 @@ The journey, one module per stage:
            the DeepSpeed config linted for that world size; errors refuse the run (RunRefused: nothing is
            started and no row is written)
   prepare  Trial -> Prepared: the run's folder (config + rank plan) and the launch as data (--dry-run prints it)
-  execute  (here) starts it through dsx.launcher.run_plan, then
+  execute  (here) starts it through dsx.processes.run_plan, then
   gather   the ranks' reports -> one RunRow (figures, memory, ranks, overhead), appended to the results file
            whatever the outcome: a run that ran out of memory, failed, hung or lost a rank is a row with status
            oom / error / timeout and the message
@@ -24,7 +24,7 @@ import time
 
 from dsx import leftovers
 from dsx.host import built_since
-from dsx.launcher import run_plan
+from dsx.processes import run_plan
 from dsx.results import RunRow, append_row
 from dsx.run.gather import gather
 from dsx.run.nodes import NODE_KEYS, NodeRequest, check_ssh, resolve_nodes

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from dsx.host import probe_gpus
-from dsx.launcher import Nodes, capture
+from dsx.launcher import Nodes
+from dsx.processes import capture
 from dsx.run.refused import RunRefused
 
 

@@ -8,7 +8,6 @@ dsx refuses rather than train a different model than asked), a layout that leave
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -15,6 +15,7 @@ in their own process group; its id is kept in a lock file beside the results, an
 file kills what is left of that group before it starts anything.
 
     grid      SweepSpec (the axes and trial settings), its Configurations, sweep_id; SweepError; default_model
+    space     sweep_configurations: the product of the axes, or the default search's configurations (no axis given)
     search    the micro-batches of one configuration: the auto search for the OOM boundary, or a fixed list
     lock      SweepLock on `<results>.lock` (one sweep per file) and reap_orphans (what a killed sweep left running)
     trials    a configuration at a micro-batch as a dsx.run request, its `dsx run` command, the rows already done
@@ -31,6 +32,7 @@ from dsx.sweep.grid import (
 from dsx.sweep.lock import SweepLock, reap_orphans
 from dsx.sweep.loop import ConfigurationResult, SweepRun, TrialOutcome, sweep, sweep_device_seconds
 from dsx.sweep.planning import PREDICTED_STEP, Plan, plan, preflight, visible_gpu_kind
+from dsx.sweep.space import sweep_configurations
 from dsx.sweep.search import MB_FLAT, Probe, SearchResult, fixed_micro_batches, flat_stop, search_micro_batch
 from dsx.sweep.trials import DONE_STATUSES, done_rows, run_command, run_request
 
@@ -39,5 +41,5 @@ __all__ = [
     "Configuration", "SweepSpec", "default_model", "Probe", "SearchResult", "search_micro_batch",
     "fixed_micro_batches", "SweepLock", "reap_orphans", "done_rows", "run_request", "run_command", "preflight",
     "Plan", "visible_gpu_kind", "plan", "TrialOutcome", "ConfigurationResult", "SweepRun", "sweep",
-    "sweep_device_seconds", "MB_FLAT", "flat_stop",
+    "sweep_device_seconds", "MB_FLAT", "flat_stop", "sweep_configurations",
 ]

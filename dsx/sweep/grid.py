@@ -197,11 +197,8 @@ class SweepSpec:
             return [()] + [((k, v),) for k in keys for v in self.vary[k]]
         return [tuple(zip(keys, values)) for values in itertools.product(*(self.vary[k] for k in keys))]
 
-    def configurations(self) -> list[Configuration]:
-        if self.search == "default":
-            from dsx.sweep.space import default_configurations
-
-            return default_configurations(self)
+    def grid_configurations(self) -> list[Configuration]:
+        """The product of the axes (dsx.sweep.space.configurations adds the default search)."""
         accums = self.grad_accum if isinstance(self.grad_accum, list) else [None]
         points = [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga, r if o == "cpu" else None, b)
                   for z, o, op, p, a, c, g, v, sp, pp, ga, r, b in itertools.product(

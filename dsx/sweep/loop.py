@@ -15,6 +15,7 @@ from dsx.sweep.grid import AUTO, Configuration, SweepSpec
 from dsx.sweep.lock import SweepLock, reap_orphans
 from dsx.sweep.planning import PREDICTED_STEP, Plan, plan, preflight, visible_gpu_kind
 from dsx.sweep.search import Probe, SearchResult, fixed_micro_batches, search_micro_batch
+from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import done_rows, run_request
 
 
@@ -114,7 +115,7 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
                     (row.get("figures") or {}).get("tokens_per_s")
             return probe
 
-        configurations = spec.configurations()
+        configurations = sweep_configurations(spec)
         plans = {c: Plan(c, spec.mb_start) for c in configurations}
         gpu = visible_gpu_kind(spec) if spec.prune else None
         if gpu:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
+from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import run_request
 
 
@@ -23,7 +24,7 @@ def preflight(spec: SweepSpec) -> dict[Configuration, str]:
     from dsx.run import RunRefused, resolve_trial
 
     first = spec.mb_start if spec.micro_batch == AUTO else min(spec.micro_batch)
-    runnable = [c for c in spec.configurations() if not c.problem(spec.nvme_path)]
+    runnable = [c for c in sweep_configurations(spec) if not c.problem(spec.nvme_path)]
     refused: dict[Configuration, str] = {}
     for configuration in runnable:
         try:
@@ -47,7 +48,7 @@ def preflight(spec: SweepSpec) -> dict[Configuration, str]:
         raise SweepError(next(iter(refused.values())).removeprefix("refused: "))
     if not runnable:
         raise SweepError("no configuration can run: " + "; ".join(
-            f"{c.label}: {c.problem(spec.nvme_path)}" for c in spec.configurations()))
+            f"{c.label}: {c.problem(spec.nvme_path)}" for c in sweep_configurations(spec)))
     return refused
 
 

@@ -62,6 +62,11 @@ def _sub_groups(spec: SweepSpec, gpus: int | None) -> int:
     return len(sub_group_sizes(trial.resolved, trial.world_size, sub_group_size(trial.ds_config)))
 
 
+def sweep_configurations(spec: SweepSpec) -> list[Configuration]:
+    """What a sweep runs: the default search's configurations, or the product of the axes the user gave."""
+    return default_configurations(spec) if spec.search == "default" else spec.grid_configurations()
+
+
 def default_configurations(spec: SweepSpec) -> list[Configuration]:
     """Every configuration of the default search for the spec's model, precision and GPU counts; grad_accum is
     left to the plan (SweepSpec.grad_accum_choices)."""

@@ -75,7 +75,7 @@ class Recorder:
         self.sampler.stop()
         interrupted = completed is None
         if interrupted:
-            from dsx.launcher import Completed
+            from dsx.processes import Completed
 
             completed = Completed(returncode=None, timed_out=False, started=self.started, ended=time.time(),
                                   log_path=str(self.log_path), tail="\n".join(self._log_text().splitlines()[-40:]))

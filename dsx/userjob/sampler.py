@@ -3,7 +3,7 @@
 Each GPU of a one-node launch: NVML's used memory of the whole device (every process on it), the max over samples.
 Each rank: the peak resident set the kernel keeps for the process (VmHWM in /proc/PID/status), read at every
 sample, so the figure is exact up to the last read before the rank exited. The ranks are the processes of the
-job's process group (dsx.launcher.run_plan starts the job in its own) whose environment has RANK and LOCAL_RANK
+job's process group (dsx.processes.run_plan starts the job in its own) whose environment has RANK and LOCAL_RANK
 (what DeepSpeed's launch.py gives each rank), the top-most one where a rank has children (data loader workers).
 """
 

@@ -1,0 +1,50 @@
+"""What the ranks need of the host (RAM, NVMe space; dsx.fit checks it) with optimizer or parameter offload, and the
+notes saying what the estimate assumed of partial offload and compilation: they add to the GPU arithmetic of
+dsx.estimate.states, they do not change it.
+"""
+
+from __future__ import annotations
+
+from dsx.calibration import COMPILE_SPEEDUP
+from dsx.config_facts import precision_of
+from dsx.estimate.states import Setup, data_parallel, zero_layout, compiled_counted, optimizer_state_bytes
+
+
+def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[int, int]:
+    """(host RAM, NVMe bytes) of one rank: the process, the offloaded share `fraction` of the optimizer's
+    calibrated host bytes (on NVMe: its states on the drive, the rest in RAM), offloaded parameters."""
+    config = setup.ds_config
+    stage, offload, offload_params, _ = zero_layout(config)
+    precision = precision_of(config)
+    host = setup.gpu.host_process_bytes[stage]
+    per_param = setup.gpu.host_bytes_per_param
+    nvme = 0
+    states = (0 if (stage == 0 and precision == "fp32") else 4) + optimizer_state_bytes(config)
+    if offload == "cpu":
+        host += int(per_param[stage] * fraction * n_rank) // world
+    elif offload == "nvme":
+        nvme += int(states * fraction * n_rank) // world
+        host += int((per_param[stage] - states) * fraction * n_rank) // world
+    p = 4 if precision == "fp32" else 2
+    if offload_params == "cpu":
+        host += p * n_rank // world
+    elif offload_params == "nvme":
+        nvme += p * n_rank // world
+    return host, nvme
+
+
+def host_notes(setup: Setup, fraction: float) -> list[str]:
+    """What the estimate assumed of partial offload and compilation, in words."""
+    from dsx.calibration import COMPILE_HEAD_FACTOR, COMPILE_LAYER_FACTOR
+    from dsx.offload import describe
+
+    notes = []
+    if 0.0 < fraction < 1.0:
+        notes.append("partial optimizer offload: " + describe(setup.ds_config, setup.resolved, data_parallel(setup)))
+    if compiled_counted(setup):
+        notes.append(f"compiled: activations x{COMPILE_LAYER_FACTOR} (layers) and x{COMPILE_HEAD_FACTOR} (embeddings, "
+                     f"head, loss), compute x{COMPILE_SPEEDUP} faster (measured on GPT-2 rows: dsx.calibration)")
+    elif setup.compile:
+        notes.append("compiled at ZeRO-3: counted as eager (compile was measured at ZeRO-1/2 only; ZeRO-3 gathers "
+                     "parameters in hooks around every module)")
+    return notes

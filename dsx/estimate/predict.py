@@ -1,0 +1,179 @@
+"""The estimate itself: the peak GPU memory at the two moments, the largest micro-batch that fits, the step time,
+and the Estimate that `dsx estimate`, the sweep and `dsx estimate --largest` read (the arithmetic: dsx.estimate)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dsx.calibration import COMPILE_SPEEDUP, GpuKind
+from dsx.config_facts import precision_of
+from dsx.estimate.host import host_notes, host_bytes
+from dsx.estimate.pipeline import stage_peaks, pipeline_step_time, pipeline_summary
+from dsx.estimate.states import (Setup, data_parallel, peak_flops, zero_layout, activation_bytes, compiled_counted,
+                                 compute_flops, model_states, offloaded_fraction, optimizer_state_bytes,
+                                 partial_offload_states, zero3_gathered_params)
+from dsx.fit import binding, fit_resources
+
+
+@dataclass
+class Estimate:
+    gpu: str
+    params: int
+    world_size: int
+    micro_batch: int
+    precision: str
+    zero: int
+    offload: str
+    offload_params: str
+    breakdown: dict[str, int]
+    """GPU bytes by part at the peak moment."""
+    peak_moment: str
+    """'forward/backward' or 'optimizer step'."""
+    peak_allocated: int
+    peak_reserved: int
+    gpu_used: int
+    """What nvidia-smi would show: reserved + CUDA context."""
+    capacity: int
+    needed: int
+    """What must fit: peak allocated + CUDA context + allocator headroom."""
+    fits: bool
+    """needed <= capacity."""
+    margin: float
+    """(capacity - needed) / capacity: negative when it does not fit."""
+    host_per_rank: int
+    nvme_bytes: int
+    step_time_s: float
+    tokens_per_s: float
+    max_micro_batch: int | None = None
+    notes: list[str] = field(default_factory=list)
+    pipeline: dict[str, Any] | None = None
+    """--pipeline-stages: stages, data_parallel, micro_batches, bubble_fraction, largest_stage and per_stage
+    (layers, params, peak_allocated); the memory figures above are the largest stage's."""
+    offloaded_fraction: float = 0.0
+    """Share of the optimizer states on the CPU/NVMe: 1 with full offload, the sub-groups' share with a ratio."""
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    """GPU memory, host memory, NVMe (dsx.fit.Resource.as_dict): needed, capacity (None: not checked), fits."""
+    binding: str | None = None
+    """The resource that binds: the first that does not fit, else the one with the least margin."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str, int]]:
+    if setup.pipeline_stages:
+        return max(stage_peaks(setup, micro_batch), key=lambda s: s[0])[:3]
+    config = setup.ds_config
+    stage, offload, offload_params, bucket = zero_layout(config)
+    precision = precision_of(config)
+    n = _params(setup)
+    gathered = 0
+    if stage == 3:
+        from dsx.models import largest_module_params
+
+        gathered = zero3_gathered_params(config, n, largest_module_params(setup.resolved))
+    states = model_states(params=n, world=setup.world_size, stage=stage, precision=precision,
+                          optimizer_bytes=optimizer_state_bytes(config), offload=offload,
+                          offload_params=offload_params, bucket=bucket, grad_accum=setup.grad_accum,
+                          gathered=gathered)
+    states = partial_offload_states(states, setup, n, precision)
+    forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch)}
+    step = states["step"]
+    if sum(forward.values()) >= sum(step.values()):
+        return sum(forward.values()), "forward/backward", forward
+    return sum(step.values()), "optimizer step", step
+
+
+def _params(setup: Setup) -> int:
+    from dsx.models import count_params
+
+    return count_params(setup.resolved)  # cached per preset + overrides + vocab pad (dsx.models.meta_model)
+
+
+def _capacity(setup: Setup) -> int:
+    return min(setup.gpu.total_bytes, setup.memory_limit or setup.gpu.total_bytes)
+
+
+def gpu_needed(setup: Setup, micro_batch: int) -> int:
+    """What must fit: peak allocated + the CUDA context + the allocator headroom. (The allocator's cached slack -
+    reserved minus allocated - is mostly given back and reused before an allocation fails; the headroom is the part
+    that is not.)"""
+    allocated, _, _ = _peak_allocated(setup, micro_batch)
+    return allocated + _beside_allocated(setup.gpu)
+
+
+def _beside_allocated(gpu: GpuKind) -> int:
+    return gpu.context_bytes + gpu.allocator_headroom_bytes
+
+
+def max_micro_batch(setup: Setup, limit: int = 1 << 16) -> int | None:
+    """The largest micro-batch predicted to fit (memory grows with it); None when even 1 does not."""
+    capacity = _capacity(setup)
+    if gpu_needed(setup, 1) > capacity:
+        return None
+    low, high = 1, 2
+    while high <= limit and gpu_needed(setup, high) <= capacity:
+        low, high = high, high * 2
+    high = min(high, limit + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if gpu_needed(setup, mid) <= capacity else (low, mid)
+    return low
+
+
+def step_time(setup: Setup, micro_batch: int) -> float:
+    """Seconds per optimizer step: fixed per-parameter work + FLOPs at the achieved rate + offload + ZeRO-3."""
+    stage, offload, _, _ = zero_layout(setup.ds_config)
+    gpu = setup.gpu
+    n = _params(setup)
+    flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt)
+    if setup.pipeline_stages:
+        return pipeline_step_time(setup, micro_batch)
+    seconds = gpu.fixed_s_per_param * n / setup.world_size
+    seconds += flops / (peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction
+                        * (COMPILE_SPEEDUP if compiled_counted(setup) else 1.0))
+    if offload != "none":
+        seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
+    if stage == 3:
+        seconds += gpu.zero3_s_per_param_pass * n * (3 if setup.act_ckpt else 2) * setup.grad_accum
+    return seconds
+
+
+def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
+    config = setup.ds_config
+    stage, offload, offload_params, _ = zero_layout(config)
+    precision = precision_of(config)
+    n = _params(setup)
+    allocated, moment, breakdown = _peak_allocated(setup, setup.micro_batch)
+    pipeline = pipeline_summary(setup) if setup.pipeline_stages else None
+    n_rank = max(s["params"] for s in pipeline["per_stage"]) if pipeline else n  # a rank's share of the model
+    world = data_parallel(setup)
+    reserved = int(allocated * setup.gpu.fragmentation)
+    used = reserved + setup.gpu.context_bytes
+    needed = allocated + _beside_allocated(setup.gpu)
+    capacity = _capacity(setup)
+    fraction = offloaded_fraction(setup)
+    host, nvme = host_bytes(setup, n_rank, world, fraction)
+    seconds = step_time(setup, setup.micro_batch)
+    tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world
+    notes = []
+    if setup.world_size > 1:
+        notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    notes += host_notes(setup, fraction)
+    if pipeline:
+        notes.append(f"pipeline: the largest stage's memory (stage {pipeline['largest_stage']}); speed = (micro-batches"
+                     " + stages - 1) x the slowest stage's micro-batch time: the 1F1B bubble, no transfer time")
+    resources = fit_resources(setup.ranks_per_host or setup.world_size, needed, capacity, host, setup.host_memory,
+                              nvme, setup.nvme_free)
+    bound = binding(resources)
+    return Estimate(
+        gpu=setup.gpu.key, params=n, world_size=setup.world_size, micro_batch=setup.micro_batch,
+        precision=precision, zero=stage, offload=offload, offload_params=offload_params, breakdown=breakdown,
+        peak_moment=moment, peak_allocated=allocated, peak_reserved=reserved, gpu_used=used, capacity=capacity,
+        needed=needed, fits=all(r.fits for r in resources), margin=(capacity - needed) / capacity,
+        host_per_rank=host, nvme_bytes=nvme, step_time_s=seconds, tokens_per_s=tokens / seconds,
+        max_micro_batch=max_micro_batch(setup) if search_max else None, notes=notes, pipeline=pipeline,
+        offloaded_fraction=fraction, resources=[r.as_dict() for r in resources],
+        binding=bound.name if bound else None,
+    )

@@ -1,0 +1,36 @@
+"""The Setup a result row ran: how `dsx report --vs-estimate` and the calibration scripts judge the estimator."""
+
+from __future__ import annotations
+
+from dsx.calibration import GPUS, GpuKind
+from dsx.estimate.states import EstimateError, Setup
+
+
+def gpu_kind_of(gpu_name: str | None) -> GpuKind | None:
+    """The calibrated kind a row's GPU is (exact device name), or None."""
+    for kind in GPUS.values():
+        if gpu_name == kind.name:
+            return kind
+    return None
+
+
+def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
+    """The Setup a result row ran (EstimateError when the row's GPU has no calibration or the model is unknown)."""
+    from dsx.models import ModelError, resolve_model
+
+    kind = kind or gpu_kind_of(row.get("gpu_name"))
+    if kind is None:
+        raise EstimateError(f"no calibration for {row.get('gpu_name') or row.get('device')}")
+    model = row["model"]
+    try:
+        resolved = resolve_model(model["preset"], model.get("overrides") or {}, seq_len=model["seq_len"],
+                                 vocab_pad=model.get("vocab_pad"))
+    except ModelError as exc:
+        raise EstimateError(str(exc)) from None
+    toggles = row.get("toggles") or {}
+    pipeline = row.get("pipeline") or {}
+    return Setup(resolved=resolved, ds_config=row["ds_config"], world_size=row["world_size"],
+                 micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
+                 attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
+                 memory_limit=row.get("memory_cap"), pipeline_stages=pipeline.get("stages"),
+                 pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")))

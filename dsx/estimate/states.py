@@ -1,0 +1,213 @@
+"""The estimator's ground floor: what a prediction is asked about (Setup), the model states and activations in GPU
+bytes, the FLOPs, the offloaded share. dsx.estimate (the package docstring) says the arithmetic; its modules above
+this one add the peak and speed (predict), the host (host), pipeline stages (pipeline) and result rows (rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dsx.calibration import GPUS, GpuKind
+from dsx.config_facts import offload_devices, zero_stage
+
+
+class EstimateError(ValueError):
+    """A request the estimator cannot answer: the message says why."""
+
+
+OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "fusedadam": 8, "lamb": 8, "fusedlamb": 8, "onebitadam": 8,
+                         "zerooneadam": 8, "onebitlamb": 8, "lion": 4, "fusedlion": 4, "adagrad": 4, "sgd": 4,
+                         "muon": 4}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the estimate depends on (the same things a `dsx run` trial is made of)."""
+
+    resolved: Any
+    ds_config: dict
+    world_size: int
+    micro_batch: int
+    grad_accum: int = 1
+    attn: str = "sdpa"
+    act_ckpt: bool = False
+    gpu: GpuKind = GPUS["h100-80gb"]
+    memory_limit: int | None = None
+    """--memory-cap: what one rank may use instead of the GPU's memory."""
+    pipeline_stages: int | None = None
+    """--pipeline-stages: world_size = stages x data-parallel replicas; the estimate is the largest stage's."""
+    pipeline_partition: str = "parameters"
+    compile: bool = False
+    """--compile: DeepSpeed's engine.compile() (dsx.calibration's compile factors)."""
+    host_memory: int | None = None
+    """RAM of the host the ranks share (--host-memory, or this machine's); None: host memory is not checked."""
+    nvme_free: int | None = None
+    """Free bytes of the NVMe offload path (--nvme-free, or measured under --nvme-path); None: not checked."""
+    ranks_per_host: int | None = None
+    """Ranks sharing one host's RAM and NVMe; None: all world_size ranks (one host)."""
+
+
+def zero_layout(config: dict) -> tuple[int, str, str, int]:
+    """(ZeRO stage, optimizer offload device, parameter offload device, reduce bucket size) as DeepSpeed acts on
+    them: no optimizer offload at ZeRO-0, parameter offload at ZeRO-3 only."""
+    stage = zero_stage(config)
+    optimizer_device, param_device = offload_devices(config)
+    bucket = int((config.get("zero_optimization") or {}).get("reduce_bucket_size", 500_000_000))
+    return stage, optimizer_device if stage else "none", param_device if stage == 3 else "none", bucket
+
+
+def optimizer_state_bytes(config: dict) -> int:
+    kind = str((config.get("optimizer") or {}).get("type", "adamw")).lower().replace("_", "")
+    return OPTIMIZER_STATE_BYTES.get(kind, 8)
+
+
+def model_states(*, params: int, world: int, stage: int, precision: str, optimizer_bytes: int,
+                 offload: str, offload_params: str, bucket: int, grad_accum: int = 1,
+                 gathered: int = 0) -> dict[str, dict[str, int]]:
+    """GPU bytes of the model states at the two moments, by part: {"forward": {...}, "step": {...}}.
+    `gathered`: parameters ZeRO-3 holds gathered at once during the passes (zero3_gathered_params)."""
+    n, w = params, world
+    p = 4 if precision == "fp32" else 2
+    master = 0 if (stage == 0 and precision == "fp32") else 4
+    states = (master + optimizer_bytes) * n
+    fwd: dict[str, int] = {}
+    step: dict[str, int] = {}
+    if stage == 0:
+        fwd["parameters"] = p * n
+        fwd["optimizer states"] = states
+        if precision == "bf16":
+            fwd["fp32 gradient accumulators"] = 4 * n
+        step.update(fwd)
+        step["gradients"] = p * n
+        if precision == "fp16":
+            step["fp32 gradients"] = 4 * n
+        return {"forward": fwd, "step": step}
+    if stage in (1, 2):
+        fwd["parameters"] = p * n
+        grads = p * n if stage == 1 else p * n // w
+        if offload == "none":
+            fwd["optimizer states"] = states // w
+            if grad_accum > 1:
+                fwd["gradients"] = grads
+            step.update(fwd)
+            step["gradients"] = grads
+            step["gradient staging"] = p * n // w
+            step["fp32 gradients"] = 4 * n // w
+        else:
+            if grad_accum > 1:
+                fwd["gradients"] = grads
+            step.update(fwd)
+            step["gradient bucket"] = p * min(bucket, n)
+        return {"forward": fwd, "step": step}
+    # ZeRO-3
+    gathered_bucket = p * min(bucket, n)
+    if offload_params == "none":
+        fwd["parameters"] = p * n // w
+    if offload == "none":
+        fwd["optimizer states"] = states // w
+        fwd["gradients"] = p * n // w
+    fwd["gradient bucket"] = gathered_bucket
+    step.update(fwd)
+    if offload == "none":
+        step["fp32 gradients"] = 4 * n // w
+    if gathered:
+        fwd["gathered parameters"] = p * gathered  # released after each module: not there at the step
+    return {"forward": fwd, "step": step}
+
+
+def zero3_gathered_params(config: dict, params: int, largest_module: int) -> int:
+    """Parameters ZeRO-3 keeps gathered at once in the forward/backward passes: the module in use (the largest
+    counts) + what is prefetched for the next ones (stage3_prefetch_bucket_size, at most
+    stage3_max_live_parameters), never more than the model."""
+    zero = config.get("zero_optimization") or {}
+
+    def number(key: str, default: int) -> int:
+        value = zero.get(key, default)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+    prefetch = min(number("stage3_prefetch_bucket_size", 50_000_000), number("stage3_max_live_parameters",
+                                                                             1_000_000_000))
+    return min(params, largest_module + prefetch)
+
+
+def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str, int]:
+    """GPU bytes of activations at the start of the backward pass, by part (dsx.activations, meta device)."""
+    from dsx.activations import saved_bytes
+
+    saved = saved_bytes(setup.resolved, setup.attn, precision)
+    b = micro_batch
+    parts: dict[str, int] = {}
+    if setup.act_ckpt:
+        parts["checkpointed layer inputs"] = saved.layer_calls * saved.layer_input_per_sample * b
+    else:
+        parts["layer activations"] = saved.layers_fixed + saved.layers_per_sample * b
+    parts["embeddings, head, loss"] = saved.rest_fixed + saved.rest_per_sample * b
+    parts["loss gradients"] = 2 * saved.logits_per_sample * b
+    if setup.act_ckpt:
+        # later in the backward pass: the loss part is freed and one layer is recomputed
+        recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - parts["loss gradients"]
+        if recompute > 0:
+            parts["recomputed layer"] = recompute
+    if compiled_counted(setup):
+        from dsx.activations import compiled
+
+        return compiled(parts)
+    return parts
+
+
+def compute_flops(resolved: Any, micro_batch: int, grad_accum: int, act_ckpt: bool) -> float:
+    """Model FLOPs of one rank's optimizer step, plus the recomputed forward of the layers with checkpointing
+    (a third of their training FLOPs; the LM head is not recomputed)."""
+    from dsx.flops import model_flops_per_token
+
+    per_token = model_flops_per_token(resolved)
+    tokens = micro_batch * resolved.seq_len * grad_accum
+    flops = per_token * tokens
+    if act_ckpt:
+        head = 6.0 * resolved.vocab_size * resolved.embedding_size
+        flops += (per_token - head) / 3.0 * tokens
+    return flops
+
+
+def peak_flops(gpu: GpuKind, precision: str) -> float:
+    from dsx.gpus import peak_tflops
+
+    peak = peak_tflops(gpu.name, precision)
+    if not peak:
+        raise EstimateError(f"no {precision} peak FLOP/s known for {gpu.name}")
+    return peak * 1e12
+
+
+def compiled_counted(setup: Setup) -> bool:
+    """Whether the compile factors apply: --compile at ZeRO 0-2, where they were measured (ZeRO-3 counts as eager)."""
+    return setup.compile and zero_stage(setup.ds_config) < 3
+
+
+def offloaded_fraction(setup: Setup) -> float:
+    """Share of the parameters whose optimizer states are off the GPU (dsx.offload.offloaded_fraction)."""
+    from dsx.offload import PartialOffloadError
+    from dsx.offload import offloaded_fraction as fraction
+
+    stage, offload, _, _ = zero_layout(setup.ds_config)
+    try:
+        return fraction(setup.ds_config, stage, offload, setup.resolved, data_parallel(setup))
+    except PartialOffloadError as exc:
+        raise EstimateError(str(exc)) from None
+
+
+def partial_offload_states(states: dict[str, dict[str, int]], setup: Setup, params: int,
+                           precision: str) -> dict[str, dict[str, int]]:
+    """With a ratio < 1 the sub-groups left on the GPU keep their fp32 master weights, optimizer state and fp32
+    gradients there, at both moments (the states of model_states with full offload, plus these)."""
+    fraction = offloaded_fraction(setup)
+    if fraction in (0.0, 1.0):
+        return states
+    master = 0 if precision == "fp32" else 4
+    kept = int((master + optimizer_state_bytes(setup.ds_config) + 4) * (1 - fraction) * params) // data_parallel(setup)
+    part = "optimizer sub-groups kept on the GPU"
+    return {moment: {**parts, part: kept} for moment, parts in states.items()}
+
+
+def data_parallel(setup: Setup) -> int:
+    return setup.world_size // (setup.pipeline_stages or 1)
