@@ -1,12 +1,13 @@
 """dsx's folder in the user's cache (~/.cache/dsx; XDG_CACHE_HOME and HOME honoured): what is slow to work out and
-never changes for the same inputs. Everything in it can be deleted at any time; it is made again on demand."""
+never changes for the same inputs (the `dsx models` table; a model's parameter counts and saved activations, which
+take building it on the meta device). Everything in it can be deleted at any time; it is made again on demand."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 
 def user_cache(env: Mapping[str, str] | None = None) -> Path:
@@ -17,6 +18,23 @@ def user_cache(env: Mapping[str, str] | None = None) -> Path:
 
 def dsx_cache(env: Mapping[str, str] | None = None) -> Path:
     return user_cache(env) / "dsx"
+
+
+def derived_path(kind: str, inputs: Any, sources: Iterable[Path]) -> Path:
+    """Where a figure derived from a model is cached: one file per `inputs` (JSON-able), the installed torch and
+    transformers and the text of the dsx `sources` that compute it, so a new version of any of them is a new file."""
+    import hashlib
+    from importlib import metadata
+
+    def version(package: str) -> str | None:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    key = hashlib.sha256(json.dumps([inputs, version("torch"), version("transformers"),
+                                     [path.read_text() for path in sources]], sort_keys=True, default=str).encode())
+    return dsx_cache() / "models" / f"{kind}-{key.hexdigest()[:24]}.json"
 
 
 def read_json(path: Path) -> Any | None:

@@ -84,7 +84,30 @@ def _applications(resolved: ResolvedModel, name: str) -> int:
     return 1
 
 
+_STATS: dict[str, ParamStats] = {}
+
+
 def param_stats(resolved: ResolvedModel) -> ParamStats:
+    """ParamStats of the model built on the meta device; kept in this process and in dsx's disk cache
+    (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
+    import dataclasses
+    from pathlib import Path
+
+    from dsx.cache import derived_path, read_json, write_json
+    from dsx.models import _cache_key
+
+    key = _cache_key(resolved)
+    if key not in _STATS:
+        path = derived_path("param-stats", key, [Path(__file__), Path(__file__).with_name("models.py")])
+        try:
+            _STATS[key] = ParamStats(**read_json(path))
+        except TypeError:  # none, or not this version's fields
+            _STATS[key] = _measure_param_stats(resolved)
+            write_json(path, dataclasses.asdict(_STATS[key]))
+    return _STATS[key]
+
+
+def _measure_param_stats(resolved: ResolvedModel) -> ParamStats:
     import torch
 
     model = meta_model(resolved)

@@ -455,16 +455,41 @@ def meta_model(resolved: ResolvedModel) -> "torch.nn.Module":
     return _META_CACHE[key]
 
 
+_COUNTS: dict[str, dict[str, int]] = {}
+
+
+def _counts(resolved: ResolvedModel) -> dict[str, int]:
+    """{"params", "largest_module"} of the model built on the meta device; kept in this process and in dsx's disk
+    cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
+    key = _cache_key(resolved)
+    if key not in _COUNTS:
+        from pathlib import Path
+
+        from dsx.cache import derived_path, read_json, write_json
+
+        path = derived_path("counts", key, [Path(__file__)])
+        cached = read_json(path)
+        if isinstance(cached, dict) and all(isinstance(cached.get(k), int) for k in ("params", "largest_module")):
+            _COUNTS[key] = {k: cached[k] for k in ("params", "largest_module")}
+        else:
+            model = meta_model(resolved)
+            _COUNTS[key] = {"params": sum(p.numel() for p in model.parameters()),
+                            "largest_module": max(sum(p.numel() for p in module.parameters(recurse=False))
+                                                  for module in model.modules())}
+            write_json(path, _COUNTS[key])
+    return _COUNTS[key]
+
+
 def count_params(resolved: ResolvedModel) -> int:
     """Parameters as transformers' `model.num_parameters()` counts them: each distinct tensor once (tied
-    embedding + LM head once), buffers excluded. Built on the meta device: instant, no memory."""
-    return sum(p.numel() for p in meta_model(resolved).parameters())
+    embedding + LM head once), buffers excluded. Built on the meta device: no memory; cached (_counts)."""
+    return _counts(resolved)["params"]
 
 
 def largest_module_params(resolved: ResolvedModel) -> int:
     """Parameters of the largest single module (its own, not its children's): what ZeRO-3 gathers at once at the
     least (the embedding, often). On the meta device, like count_params."""
-    return max(sum(p.numel() for p in module.parameters(recurse=False)) for module in meta_model(resolved).modules())
+    return _counts(resolved)["largest_module"]
 
 
 def synthetic_batch(resolved: ResolvedModel, micro_batch: int, device: Any = "cpu",

@@ -64,11 +64,27 @@ class ParamFacts:
         return sum(self.numels)
 
 
-def param_facts(resolved) -> ParamFacts:
-    """The facts of a dsx model preset, from its meta-device model (imports torch)."""
-    from dsx.models import meta_model
+_FACTS: dict[str, ParamFacts] = {}
 
-    return facts_of_module(meta_model(resolved))
+
+def param_facts(resolved) -> ParamFacts:
+    """The facts of a dsx model preset, from its meta-device model (imports torch); kept in this process and in
+    dsx's disk cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
+    from pathlib import Path
+
+    from dsx.cache import derived_path, read_json, write_json
+    from dsx.models import _cache_key, meta_model
+
+    key = _cache_key(resolved)
+    if key not in _FACTS:
+        path = derived_path("param-facts", key, [Path(__file__), Path(__file__).parent.parent / "models.py"])
+        cached = read_json(path)
+        try:
+            _FACTS[key] = ParamFacts(**{name: tuple(cached[name]) for name in ("numels", "uses", "ndims")})
+        except (TypeError, KeyError):  # none, or not this version's fields
+            _FACTS[key] = facts_of_module(meta_model(resolved))
+            write_json(path, asdict(_FACTS[key]))
+    return _FACTS[key]
 
 
 def facts_of_module(model) -> ParamFacts:

@@ -1,0 +1,110 @@
+"""What dsx derives from a model built on the meta device (parameter counts, the FLOP split, the comm facts, the
+saved activations) is kept in dsx's disk cache, so `dsx estimate` does not build the model again in a later
+command; a cache that is missing, unreadable or made by other versions is never believed, and never fails a command."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from dsx import activations, flops, models
+from dsx.models import resolve_model
+
+comm_predict = importlib.import_module("dsx.comm.predict")  # dsx.comm.predict is also the name of a function
+
+GPT2_TINY_PARAMS = 172_288
+
+
+MEMOS = (models._COUNTS, models._META_CACHE, flops._STATS, comm_predict._FACTS, activations._CACHE)
+"""The in-process memos in front of the disk cache."""
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty dsx cache and empty in-process memos (the first call in a test measures); the memos are given back
+    afterwards, warm, for the tests that follow."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    kept = [dict(memo) for memo in MEMOS]
+    forget_this_process()
+    yield tmp_path / "dsx" / "models"
+    for memo, before in zip(MEMOS, kept):
+        memo.clear()
+        memo.update(before)
+
+
+def forget_this_process() -> None:
+    """Clear the in-process memos, as a new command starts with them empty."""
+    for memo in MEMOS:
+        memo.clear()
+
+
+def no_model_may_be_built(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was built although its figures are cached")
+
+    monkeypatch.setattr(models, "from_config", refuse)
+
+
+def figures(resolved) -> tuple:
+    return (models.count_params(resolved), models.largest_module_params(resolved), flops.param_stats(resolved),
+            comm_predict.param_facts(resolved), activations.saved_bytes(resolved, "sdpa", "bf16"))
+
+
+def test_a_later_command_reads_every_figure_from_the_cache_without_building_the_model(cache, monkeypatch):
+    resolved = resolve_model("gpt2-tiny")
+    measured = figures(resolved)
+    forget_this_process()
+    no_model_may_be_built(monkeypatch)
+    assert figures(resolved) == measured
+    assert measured[0] == GPT2_TINY_PARAMS
+    assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["counts", "param", "param", "saved"]
+
+
+def test_an_unreadable_cache_file_is_measured_again(cache):
+    resolved = resolve_model("gpt2-tiny")
+    measured = figures(resolved)
+    for path in cache.iterdir():
+        path.write_text("{not json")
+    forget_this_process()
+    assert figures(resolved) == measured
+
+
+def test_a_cache_file_with_other_fields_is_measured_again(cache):
+    resolved = resolve_model("gpt2-tiny")
+    measured = figures(resolved)
+    for path in cache.iterdir():
+        path.write_text('{"params": "many", "total": 1}')
+    forget_this_process()
+    assert figures(resolved) == measured
+
+
+def test_other_overrides_are_another_model_not_a_cache_hit(cache):
+    assert models.count_params(resolve_model("gpt2-tiny")) == GPT2_TINY_PARAMS
+    assert models.count_params(resolve_model("gpt2-tiny", {"n_layer": 1})) < GPT2_TINY_PARAMS
+
+
+def test_another_transformers_version_is_another_cache_file(cache, monkeypatch):
+    from importlib import metadata
+
+    from dsx.cache import derived_path
+
+    here = derived_path("counts", "key", [])
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.0.1" if name == "transformers" else real(name))
+    assert derived_path("counts", "key", []) != here
+
+
+@pytest.mark.slow  # two subprocesses of a few seconds
+def test_dsx_estimate_prints_the_same_estimate_from_the_cache(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "dsx", "estimate", "--model", "gpt2", "--zero", "3", "--micro-batch", "4"]
+    first = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    second = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert second.stdout == first.stdout and "GPU memory fits: yes" in first.stdout
+    assert len(list((tmp_path / "dsx" / "models").glob("*.json"))) == 4
