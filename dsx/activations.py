@@ -233,7 +233,7 @@ def _measure(resolved: "ResolvedModel", attn: str, precision: str) -> Saved:
 
 def saved_bytes(resolved: "ResolvedModel", attn: str = "sdpa", precision: str = "bf16") -> Saved:
     """What autograd keeps for `resolved` at its seq_len, per sample and fixed (see the module docstring)."""
-    from dsx.models import _cache_key
+    from dsx.models import _cache_key, disk_key
 
     if attn not in PROBE_ATTENTION:
         raise ValueError(f"unknown attention '{attn}'")
@@ -245,7 +245,7 @@ def saved_bytes(resolved: "ResolvedModel", attn: str = "sdpa", precision: str = 
 
         from dsx.cache import derived_path, read_json, write_json
 
-        path = derived_path("saved", key, [Path(__file__)])
+        path = derived_path("saved", [disk_key(resolved), resolved.seq_len, attn, precision], [Path(__file__)])
         cached = read_json(path)
         try:
             _CACHE[key] = Saved(**cached)

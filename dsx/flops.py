@@ -94,11 +94,11 @@ def param_stats(resolved: ResolvedModel) -> ParamStats:
     from pathlib import Path
 
     from dsx.cache import derived_path, read_json, write_json
-    from dsx.models import _cache_key
+    from dsx.models import _cache_key, disk_key
 
     key = _cache_key(resolved)
     if key not in _STATS:
-        path = derived_path("param-stats", key, [Path(__file__), Path(__file__).with_name("models.py")])
+        path = derived_path("param-stats", disk_key(resolved), [Path(__file__), Path(__file__).with_name("models.py")])
         try:
             _STATS[key] = ParamStats(**read_json(path))
         except TypeError:  # none, or not this version's fields

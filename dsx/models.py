@@ -442,6 +442,12 @@ def _cache_key(resolved: ResolvedModel) -> str:
     return json.dumps([resolved.name, resolved.overrides, resolved.vocab_pad], sort_keys=True, default=str)
 
 
+def disk_key(resolved: ResolvedModel) -> list:
+    """What a model built from `resolved` is, for dsx's disk cache: its task and its whole transformers config (a
+    preset whose shape changed is another model, whatever its name)."""
+    return [resolved.task, resolved.hf_config.to_dict()]
+
+
 def meta_model(resolved: ResolvedModel) -> "torch.nn.Module":
     """The model built on the meta device (shapes only: no memory, no init); cached per preset+overrides+pad.
     For counting only: its forward does not run (transformers calls .item() while building masks)."""
@@ -467,7 +473,7 @@ def _counts(resolved: ResolvedModel) -> dict[str, int]:
 
         from dsx.cache import derived_path, read_json, write_json
 
-        path = derived_path("counts", key, [Path(__file__)])
+        path = derived_path("counts", disk_key(resolved), [Path(__file__)])
         cached = read_json(path)
         if isinstance(cached, dict) and all(isinstance(cached.get(k), int) for k in ("params", "largest_module")):
             _COUNTS[key] = {k: cached[k] for k in ("params", "largest_module")}

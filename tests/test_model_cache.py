@@ -88,6 +88,14 @@ def test_other_overrides_are_another_model_not_a_cache_hit(cache):
     assert models.count_params(resolve_model("gpt2-tiny", {"n_layer": 1})) < GPT2_TINY_PARAMS
 
 
+def test_a_preset_whose_shape_changed_under_its_name_is_counted_again(cache, monkeypatch):
+    assert models.count_params(resolve_model("gpt2-tiny")) == GPT2_TINY_PARAMS
+    forget_this_process()
+    tiny = models.MODELS["gpt2-tiny"]
+    monkeypatch.setitem(models.MODELS, "gpt2-tiny", models.dataclasses.replace(tiny, config={**tiny.config, "n_layer": 1}))
+    assert models.count_params(resolve_model("gpt2-tiny")) < GPT2_TINY_PARAMS
+
+
 def test_another_transformers_version_is_another_cache_file(cache, monkeypatch):
     from importlib import metadata
 

@@ -73,11 +73,11 @@ def param_facts(resolved) -> ParamFacts:
     from pathlib import Path
 
     from dsx.cache import derived_path, read_json, write_json
-    from dsx.models import _cache_key, meta_model
+    from dsx.models import _cache_key, disk_key, meta_model
 
     key = _cache_key(resolved)
     if key not in _FACTS:
-        path = derived_path("param-facts", key, [Path(__file__), Path(__file__).parent.parent / "models.py"])
+        path = derived_path("param-facts", disk_key(resolved), [Path(__file__), Path(__file__).parent.parent / "models.py"])
         cached = read_json(path)
         try:
             _FACTS[key] = ParamFacts(**{name: tuple(cached[name]) for name in ("numels", "uses", "ndims")})
