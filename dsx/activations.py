@@ -243,15 +243,11 @@ def saved_bytes(resolved: "ResolvedModel", attn: str = "sdpa", precision: str = 
     if key not in _CACHE:
         from pathlib import Path
 
-        from dsx.cache import derived_path, read_json, write_json
+        from dsx.cache import derived
 
-        path = derived_path("saved", [disk_key(resolved), resolved.seq_len, attn, precision], [Path(__file__)])
-        cached = read_json(path)
-        try:
-            _CACHE[key] = Saved(**cached)
-        except TypeError:  # none, or not this version's fields: measure (a cache never fails a command)
-            _CACHE[key] = _measure(resolved, attn, precision)
-            write_json(path, _CACHE[key].as_dict())
+        _CACHE[key] = derived("saved", [disk_key(resolved), resolved.seq_len, attn, precision], [Path(__file__)],
+                              lambda: _measure(resolved, attn, precision), lambda cached: Saved(**cached),
+                              Saved.as_dict)
     return _CACHE[key]
 
 

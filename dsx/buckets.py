@@ -22,13 +22,13 @@ DEEPSPEED_DEFAULT = 500_000_000
 """DeepSpeed's reduce_bucket_size and allgather_bucket_size default (elements)."""
 
 SMALL = 1_000_000
+"""Below this many elements a bucket measured slower (lint warns): gpt2 ZeRO-2 on an H100 at hidden^2 = 589,824."""
+
 PREFETCH_DEFAULT = 50_000_000
 """DeepSpeed's stage3_prefetch_bucket_size default (elements)."""
 
 PERSISTENCE = {"cuda": 100_000, "cpu": 0}
 """stage3_param_persistence_threshold by device: DeepSpeed's default on GPUs, 0 on CPU ranks (measured above)."""
-
-"""Below this many elements a bucket measured slower (lint warns): gpt2 ZeRO-2 on an H100 at hidden^2 = 589,824."""
 
 MEASURED_SMALL = ("one H100, gpt2 ZeRO-2 micro-batch 16: 100.1 ms a step at 589,824 elements, 83.9-92.2 ms from 1e7 to "
                   "1e9: bench/buckets/README.md")

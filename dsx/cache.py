@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+T = TypeVar("T")
 
 
 def user_cache(env: Mapping[str, str] | None = None) -> Path:
@@ -35,6 +37,19 @@ def derived_path(kind: str, inputs: Any, sources: Iterable[Path]) -> Path:
     key = hashlib.sha256(json.dumps([inputs, version("torch"), version("transformers"),
                                      [path.read_text() for path in sources]], sort_keys=True, default=str).encode())
     return dsx_cache() / "models" / f"{kind}-{key.hexdigest()[:24]}.json"
+
+
+def derived(kind: str, inputs: Any, sources: Iterable[Path], measure: Callable[[], T], load: Callable[[Any], T],
+            dump: Callable[[T], Any]) -> T:
+    """The figure cached at derived_path(kind, inputs, sources), else measure() it and cache dump(figure); load()
+    turns the JSON back into the figure and raises TypeError, KeyError or ValueError on a file of other fields."""
+    path = derived_path(kind, inputs, sources)
+    try:
+        return load(read_json(path))
+    except (TypeError, KeyError, ValueError):  # none, unreadable, or another version's fields
+        figure = measure()
+        write_json(path, dump(figure))
+        return figure
 
 
 def read_json(path: Path) -> Any | None:

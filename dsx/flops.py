@@ -93,17 +93,14 @@ def param_stats(resolved: ResolvedModel) -> ParamStats:
     import dataclasses
     from pathlib import Path
 
-    from dsx.cache import derived_path, read_json, write_json
+    from dsx.cache import derived
     from dsx.models import _cache_key, disk_key
 
     key = _cache_key(resolved)
     if key not in _STATS:
-        path = derived_path("param-stats", disk_key(resolved), [Path(__file__), Path(__file__).with_name("models.py")])
-        try:
-            _STATS[key] = ParamStats(**read_json(path))
-        except TypeError:  # none, or not this version's fields
-            _STATS[key] = _measure_param_stats(resolved)
-            write_json(path, dataclasses.asdict(_STATS[key]))
+        sources = [Path(__file__), Path(__file__).with_name("models.py")]
+        _STATS[key] = derived("param-stats", disk_key(resolved), sources, lambda: _measure_param_stats(resolved),
+                              lambda cached: ParamStats(**cached), dataclasses.asdict)
     return _STATS[key]
 
 

@@ -471,18 +471,21 @@ def _counts(resolved: ResolvedModel) -> dict[str, int]:
     if key not in _COUNTS:
         from pathlib import Path
 
-        from dsx.cache import derived_path, read_json, write_json
+        from dsx.cache import derived
 
-        path = derived_path("counts", disk_key(resolved), [Path(__file__)])
-        cached = read_json(path)
-        if isinstance(cached, dict) and all(isinstance(cached.get(k), int) for k in ("params", "largest_module")):
-            _COUNTS[key] = {k: cached[k] for k in ("params", "largest_module")}
-        else:
+        def measure() -> dict[str, int]:
             model = meta_model(resolved)
-            _COUNTS[key] = {"params": sum(p.numel() for p in model.parameters()),
-                            "largest_module": max(sum(p.numel() for p in module.parameters(recurse=False))
-                                                  for module in model.modules())}
-            write_json(path, _COUNTS[key])
+            return {"params": sum(p.numel() for p in model.parameters()),
+                    "largest_module": max(sum(p.numel() for p in module.parameters(recurse=False))
+                                          for module in model.modules())}
+
+        def load(cached: Any) -> dict[str, int]:
+            counts = {name: cached[name] for name in ("params", "largest_module")}
+            if not all(isinstance(n, int) for n in counts.values()):
+                raise ValueError(f"not counts: {counts}")
+            return counts
+
+        _COUNTS[key] = derived("counts", disk_key(resolved), [Path(__file__)], measure, load, dict)
     return _COUNTS[key]
 
 

@@ -92,7 +92,8 @@ def test_a_preset_whose_shape_changed_under_its_name_is_counted_again(cache, mon
     assert models.count_params(resolve_model("gpt2-tiny")) == GPT2_TINY_PARAMS
     forget_this_process()
     tiny = models.MODELS["gpt2-tiny"]
-    monkeypatch.setitem(models.MODELS, "gpt2-tiny", models.dataclasses.replace(tiny, config={**tiny.config, "n_layer": 1}))
+    shallower = models.dataclasses.replace(tiny, config={**tiny.config, "n_layer": 1})
+    monkeypatch.setitem(models.MODELS, "gpt2-tiny", shallower)
     assert models.count_params(resolve_model("gpt2-tiny")) < GPT2_TINY_PARAMS
 
 

@@ -72,18 +72,15 @@ def param_facts(resolved) -> ParamFacts:
     dsx's disk cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
     from pathlib import Path
 
-    from dsx.cache import derived_path, read_json, write_json
+    from dsx.cache import derived
     from dsx.models import _cache_key, disk_key, meta_model
 
     key = _cache_key(resolved)
     if key not in _FACTS:
-        path = derived_path("param-facts", disk_key(resolved), [Path(__file__), Path(__file__).parent.parent / "models.py"])
-        cached = read_json(path)
-        try:
-            _FACTS[key] = ParamFacts(**{name: tuple(cached[name]) for name in ("numels", "uses", "ndims")})
-        except (TypeError, KeyError):  # none, or not this version's fields
-            _FACTS[key] = facts_of_module(meta_model(resolved))
-            write_json(path, asdict(_FACTS[key]))
+        sources = [Path(__file__), Path(__file__).parents[1] / "models.py"]
+        fields = ("numels", "uses", "ndims")
+        _FACTS[key] = derived("param-facts", disk_key(resolved), sources, lambda: facts_of_module(meta_model(resolved)),
+                              lambda cached: ParamFacts(**{name: tuple(cached[name]) for name in fields}), asdict)
     return _FACTS[key]
 
 

@@ -54,9 +54,9 @@ from dsx.calibration import GPUS
 from dsx.estimate.host import host_bytes
 from dsx.estimate.predict import Estimate, estimate, gpu_needed, max_micro_batch, step_time
 from dsx.estimate.rows import gpu_kind_of, setup_of_row
-from dsx.estimate.states import (OPTIMIZER_STATE_BYTES, EstimateError, Setup, activation_bytes, compiled_counted,
-                                 compute_flops, model_states, offloaded_fraction, optimizer_state_bytes,
-                                 partial_offload_states, zero3_gathered_params)
+from dsx.estimate.states import (OPTIMIZER_STATE_BYTES, EstimateError, Setup, activation_bytes,
+                                 compiled_counted, compute_flops, model_states, offloaded_fraction,
+                                 optimizer_state_bytes, partial_offload_states, zero3_gathered_params)
 
 __all__ = ["GPUS", "OPTIMIZER_STATE_BYTES", "Estimate", "EstimateError", "Setup", "activation_bytes",
            "compiled_counted", "compute_flops", "estimate", "gpu_kind_of", "gpu_needed", "host_bytes",

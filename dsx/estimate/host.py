@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dsx.calibration import COMPILE_SPEEDUP
 from dsx.config_facts import precision_of
-from dsx.estimate.states import Setup, data_parallel, zero_layout, compiled_counted, optimizer_state_bytes
+from dsx.estimate.states import Setup, compiled_counted, data_parallel, optimizer_state_bytes, zero_layout
 
 
 def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[int, int]:

@@ -2,12 +2,13 @@
 bubble-aware speed.
 
 A stage s of p holds its layers' parameters (DeepSpeed's partition, dsx.pipeline.stage_layouts; a tied embedding on
-the first and the last stage) with the ZeRO layout of dsx.estimate.states.model_states over the data-parallel replicas, and the activations of
-the micro-batches in flight in the 1F1B schedule (p - s, at most the step's m): its share of the layers'
-activations (its decoder layers / all), the embedding/head/loss part on the last stage. Send/receive buffers (one
-hidden state per micro-batch) are left out. Speed: the slowest stage sets the pace, (m + p - 1) of its
-micro-batch times per step (the bubble), its share of the model's FLOPs being its decoder layers' (+ the LM head
-on the last stage); the fixed per-parameter time is the largest stage's. Transfers between stages are not counted.
+the first and the last stage) with the ZeRO layout of dsx.estimate.states.model_states over the data-parallel
+replicas, and the activations of the micro-batches in flight in the 1F1B schedule (p - s, at most the step's m): its
+share of the layers' activations (its decoder layers / all), the embedding/head/loss part on the last stage.
+Send/receive buffers (one hidden state per micro-batch) are left out. Speed: the slowest stage sets the pace,
+(m + p - 1) of its micro-batch times per step (the bubble), its share of the model's FLOPs being its decoder layers'
+(+ the LM head on the last stage); the fixed per-parameter time is the largest stage's. Transfers between stages are
+not counted.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsx.config_facts import precision_of
-from dsx.estimate.states import (Setup, data_parallel, peak_flops, zero_layout, activation_bytes, compute_flops, model_states,
-                                 optimizer_state_bytes)
+from dsx.estimate.states import (Setup, activation_bytes, compute_flops, data_parallel, model_states,
+                                 optimizer_state_bytes, peak_flops, zero_layout)
 
 
 def _layouts(setup: Setup) -> list:

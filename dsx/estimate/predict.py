@@ -8,11 +8,11 @@ from typing import Any
 
 from dsx.calibration import COMPILE_SPEEDUP, GpuKind
 from dsx.config_facts import precision_of
-from dsx.estimate.host import host_notes, host_bytes
-from dsx.estimate.pipeline import stage_peaks, pipeline_step_time, pipeline_summary
-from dsx.estimate.states import (Setup, data_parallel, peak_flops, zero_layout, activation_bytes, compiled_counted,
-                                 compute_flops, model_states, offloaded_fraction, optimizer_state_bytes,
-                                 partial_offload_states, zero3_gathered_params)
+from dsx.estimate.host import host_bytes, host_notes
+from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
+from dsx.estimate.states import (Setup, activation_bytes, compiled_counted, compute_flops, data_parallel,
+                                 model_states, offloaded_fraction, optimizer_state_bytes, partial_offload_states,
+                                 peak_flops, zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
 
