@@ -65,20 +65,13 @@ def test_a_later_command_reads_every_figure_from_the_cache_without_building_the_
     assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["counts", "param", "param", "saved"]
 
 
-def test_an_unreadable_cache_file_is_measured_again(cache):
+@pytest.mark.parametrize("junk", ["{not json", '{"params": "many", "total": 1}', "null"],
+                         ids=["unreadable", "other-fields", "null"])
+def test_a_cache_file_that_is_not_the_figure_is_measured_again(cache, junk):
     resolved = resolve_model("gpt2-tiny")
     measured = figures(resolved)
     for path in cache.iterdir():
-        path.write_text("{not json")
-    forget_this_process()
-    assert figures(resolved) == measured
-
-
-def test_a_cache_file_with_other_fields_is_measured_again(cache):
-    resolved = resolve_model("gpt2-tiny")
-    measured = figures(resolved)
-    for path in cache.iterdir():
-        path.write_text('{"params": "many", "total": 1}')
+        path.write_text(junk)
     forget_this_process()
     assert figures(resolved) == measured
 
