@@ -149,10 +149,10 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
     import torch
     import torch.nn.functional as F
 
-    from dsx.models import from_config
+    from dsx.models import config_of, from_config
 
     _register_attention()
-    config = copy.deepcopy(resolved.hf_config)
+    config = copy.deepcopy(config_of(resolved))
     with torch.device("meta"):
         model = from_config(resolved.task, config, PROBE_ATTENTION[attn])
     model.to(_dtype(precision))

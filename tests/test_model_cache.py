@@ -1,10 +1,12 @@
 """What dsx derives from a model built on the meta device (parameter counts, the FLOP split, the comm facts, the
-saved activations) is kept in dsx's disk cache, so `dsx estimate` does not build the model again in a later
-command; a cache that is missing, unreadable or made by other versions is never believed, and never fails a command."""
+saved activations) and `dsx estimate`'s resolution of the model are kept in dsx's disk cache, so a later `dsx
+estimate` of the same model builds nothing and imports neither torch nor transformers; a cache that is missing,
+unreadable or made by other versions is never believed, and never fails a command."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -101,12 +103,62 @@ def test_another_transformers_version_is_another_cache_file(cache, monkeypatch):
     assert derived_path("counts", "key", []) != here
 
 
-@pytest.mark.slow  # two subprocesses of a few seconds
-def test_dsx_estimate_prints_the_same_estimate_from_the_cache(tmp_path):
+READ_BY_DSX = ("num_hidden_layers", "hidden_size", "num_attention_heads", "head_dim", "vocab_size", "intermediate_size",
+               "n_inner", "embedding_size", "max_position_embeddings", "n_positions", "tie_word_embeddings",
+               "num_hidden_groups", "inner_group_num", "n_layer", "n_embd")
+"""Config names dsx's modules read (dsx.models.ResolvedModel, dsx.flops, dsx.pipeline, dsx.sparse.planning)."""
+
+
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_a_cached_resolution_reads_as_the_real_config(cache, name):
+    real = resolve_model(name)
+    models.resolve_model_cached(name)
+    snapshot = models.resolve_model_cached(name)
+    assert isinstance(snapshot.hf_config, models.ConfigSnapshot)
+    assert snapshot.describe() == real.describe()
+    as_json = json.loads(json.dumps(real.hf_config.to_dict(), default=str))  # what the cache keys are made of
+    assert snapshot.hf_config.to_dict() == as_json
+    absent = object()
+    for key in READ_BY_DSX:
+        assert getattr(snapshot.hf_config, key, absent) == getattr(real.hf_config, key, absent), key
+
+
+def test_a_model_built_from_a_cached_resolution_is_the_real_one(cache):
+    models.resolve_model_cached("gpt2-tiny", {"n_layer": 1})
+    snapshot = models.resolve_model_cached("gpt2-tiny", {"n_layer": 1})
+    forget_this_process()
+    assert models.count_params(snapshot) == models.count_params(resolve_model("gpt2-tiny", {"n_layer": 1}))
+    assert type(models.config_of(snapshot)).__name__ == "GPT2Config"
+
+
+def test_a_request_that_fails_fails_as_before_and_is_not_cached(cache):
+    with pytest.raises(models.ModelError, match="n_layerz"):
+        models.resolve_model_cached("gpt2-tiny", {"n_layerz": 1})
+    with pytest.raises(models.ModelError, match="unknown model 'gpt2-tinyy'"):
+        models.resolve_model_cached("gpt2-tinyy")
+    assert not cache.exists() or not list(cache.glob("resolved-*"))
+
+
+LIGHT = """
+import sys
+from dsx.cli import cli
+try:
+    cli.main(args={args!r}, prog_name="dsx", standalone_mode=True)
+except SystemExit:
+    pass
+print("HEAVY:" + ",".join(sorted(m for m in ("torch", "transformers", "deepspeed") if m in sys.modules)))
+"""
+
+
+@pytest.mark.slow  # three subprocesses of a few seconds
+def test_dsx_estimate_prints_the_same_estimate_from_the_cache_without_torch(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    argv = [sys.executable, "-m", "dsx", "estimate", "--model", "gpt2", "--zero", "3", "--micro-batch", "4"]
+    args = ["estimate", "--model", "gpt2", "--zero", "3", "--micro-batch", "4"]
+    argv = [sys.executable, "-c", LIGHT.format(args=args)]
     first = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     second = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
-    assert first.returncode == 0, first.stderr
-    assert second.stdout == first.stdout and "GPU memory fits: yes" in first.stdout
-    assert len(list((tmp_path / "dsx" / "models").glob("*.json"))) == 4
+    assert first.stdout.splitlines()[-1] == "HEAVY:torch,transformers", first.stderr
+    assert second.stdout.splitlines()[-1] == "HEAVY:", second.stderr
+    assert second.stdout.replace("HEAVY:", "") == first.stdout.replace("HEAVY:torch,transformers", "")
+    assert "GPU memory fits: yes" in first.stdout
+    assert len(list((tmp_path / "dsx" / "models").glob("*.json"))) == 5

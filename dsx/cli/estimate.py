@@ -64,7 +64,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     """
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.buckets import fill_buckets
-    from dsx.models import ModelError, count_params, parse_overrides, resolve_model
+    from dsx.models import ModelError, count_params, parse_overrides, resolve_model_cached
     from dsx.run import RunRefused, RunRequest, config_flags, resolve_config
     from dsx.run.pipeline import pipeline_plan
     from dsx.schema.batch import BatchError, solve_batch
@@ -84,7 +84,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                                **config_options})
         return
     try:
-        resolved = resolve_model(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
+        resolved = resolve_model_cached(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
     except ModelError as exc:
         raise click.UsageError(str(exc)) from None
     request = RunRequest(

@@ -40,7 +40,7 @@ def preset_rows() -> list[dict]:
     key = hashlib.sha256(json.dumps([
         [dataclasses.asdict(p) for p in MODELS.values()],
         metadata.version("transformers"),
-        [(package / f).read_text() for f in ("models.py", "flops.py", "cli/models.py")],
+        [(package / f).read_text() for f in ("models.py", "model_presets.py", "flops.py", "cli/models.py")],
     ], sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = dsx_cache() / "models" / f"presets-{key}.json"
     cached = read_json(path)
