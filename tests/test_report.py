@@ -277,6 +277,27 @@ def test_best_writes_the_fastest_config_linted_and_prints_how_to_reproduce(tmp_p
     assert f"  reproduce: {shlex.join(best['command'])}" in result.stdout
 
 
+ONEBIT_H100 = ROOT / "bench/onebit/h100/runs.jsonl"
+"""Real rows of issue 15: AdamW on DeepSpeed 0.19.8 and the 1-bit optimizers through a 0.18.9 --python lane."""
+
+
+def test_best_lints_a_row_against_the_deepspeed_it_ran_on(tmp_path):
+    out = tmp_path / "best.json"
+    result = report(ONEBIT_H100, "--best", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "best: run bf57151e (gpt2, z0 fp16, micro-batch 8, H100)"
+    assert json.loads(out.read_text())["optimizer"]["type"] == "OneBitAdam"
+    assert f"  config: {out} (lint clean for DeepSpeed 0.18.9 at world size 1)" in result.stdout
+
+
+def test_best_with_a_target_lints_against_that_version(tmp_path):
+    result = report(ONEBIT_H100, "--best", "--target-deepspeed", "0.19.8", "-o", tmp_path / "best.json")
+    assert result.exit_code == 1
+    assert ("the best row bf57151e has a DeepSpeed config with 1 lint error(s) for DeepSpeed 0.19.8 at data-parallel "
+            "size 1, not writing it: error: optimizer.type: 'OneBitAdam' was removed in DeepSpeed 0.19") in result.output
+    assert not (tmp_path / "best.json").exists()
+
+
 def test_best_names_the_rows_within_the_noise_of_the_winner(tmp_path):
     # a2e52da9: 372,520 tokens/s, steps spread 5.1%; 25ddf07a 1.2% slower (spread 0.5%): a tie; 2695a46b 6.4%
     # slower (spread 3.1%): not one

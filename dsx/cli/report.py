@@ -171,7 +171,7 @@ def _best(rp, rows, output, target):
     from dsx.versions import VersionError, resolve_target
 
     try:
-        version = resolve_target(target)
+        version = resolve_target(target) if target else None  # None: the version each row ran on
     except VersionError as exc:
         raise rp.ReportError(str(exc), 2) from None
     chosen = rp.pick_best(rows, version)
@@ -186,7 +186,7 @@ def _best(rp, rows, output, target):
             raise rp.ReportError(f"-o {output}: cannot write: {exc.strerror}", 2) from None
         click.echo(summary)
         verdict = "lint clean" if not chosen.findings else f"{len(chosen.findings)} lint warning(s), no error"
-        click.echo(f"  config: {output} ({verdict} for DeepSpeed {version} at world size "
+        click.echo(f"  config: {output} ({verdict} for DeepSpeed {chosen.target} at world size "
                    f"{chosen.row['world_size']})")
     else:
         click.echo(summary, err=True)

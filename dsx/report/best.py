@@ -29,10 +29,24 @@ class Best:
     """The argv that made the row, shell-quoted: run it to reproduce."""
     ties: list[dict]
     """Other ok rows (fastest first) whose tokens/s is within the noise of the best's: the pick among them is a guess."""
+    target: object
+    """The DeepSpeed version (dsx.versions.Version) the config was linted against."""
 
 
-def pick_best(rows: list[dict], target) -> Best:
-    """The ok row with the most tokens/s, its DeepSpeed config linted at the row's world size against `target`.
+def row_target(row: dict):
+    """The DeepSpeed version a row ran on (a --python lane's 0.18.9, say), else the installed one's target."""
+    from dsx.versions import Version, VersionError, resolve_target
+
+    ran = (row.get("versions") or {}).get("deepspeed")
+    try:
+        return resolve_target(str(Version(ran))) if ran else resolve_target(None)
+    except (VersionError, ValueError):  # a version dsx does not know the config surface of
+        return resolve_target(None)
+
+
+def pick_best(rows: list[dict], target=None) -> Best:
+    """The ok row with the most tokens/s, its DeepSpeed config linted at the row's world size against `target`
+    (None: the DeepSpeed the row ran on, so a 1-bit row of a 0.18.9 lane is judged by 0.18.9).
 
     Refused (ReportError, exit 1) when there is no ok row, or when the config has lint errors: a config dsx would
     itself reject is no recommendation."""
@@ -43,6 +57,7 @@ def pick_best(rows: list[dict], target) -> Best:
     row = best_ok(rows)
     if row is None:
         raise ReportError(f"no ok row with a throughput among {len(rows)} row(s): nothing to pick", 1)
+    target = target or row_target(row)
     data_parallel = row["world_size"] // ((row.get("pipeline") or {}).get("stages") or 1)  # a pipeline's replicas
     findings = lint(row["ds_config"], target=target, world_size=data_parallel, model_params=row["model"]["params"])
     errors = [f for f in findings if f.severity == "error"]
@@ -53,7 +68,7 @@ def pick_best(rows: list[dict], target) -> Best:
                           f"{details}", 1)
     ties = sorted((r for r in rows if r is not row and r["status"] == "ok" and within_noise(row, r)),
                   key=tokens_per_s, reverse=True)
-    return Best(row, row["ds_config"], findings, shlex.join(row["command"]), ties)
+    return Best(row, row["ds_config"], findings, shlex.join(row["command"]), ties, target)
 
 
 def best_summary(best: Best) -> list[str]:

@@ -14,13 +14,13 @@ def best_lines(results: Path, sweep_id: str) -> list[str]:
     with lint errors); else the summary of dsx.report.best and the config, indented JSON."""
     from dsx.report.best import best_summary, pick_best
     from dsx.report.load import ReportError
-    from dsx.versions import VersionError, resolve_target
+    from dsx.versions import VersionError
 
     rows = [r for r in read_rows(results) if (r.get("sweep") or {}).get("sweep_id") == sweep_id]
     if not any(r.get("status") == "ok" for r in rows):
         return []
     try:
-        chosen = pick_best(rows, resolve_target(None))
+        chosen = pick_best(rows)  # each row judged by the DeepSpeed it ran on (a --python lane's, say)
     except (ReportError, VersionError) as exc:
         return [f"best configuration: not given ({exc})"]
     return ["", f"best configuration of sweep {sweep_id} (as dsx report --best picks it):", *best_summary(chosen),
