@@ -255,25 +255,24 @@ def resolve_model_cached(name: str, overrides: dict[str, Any] | None = None, seq
     imports transformers until a model is built. A request that fails is never cached: it fails as it always did."""
     from pathlib import Path
 
-    from dsx.cache import derived_path, read_json, write_json
+    from dsx.cache import derived
 
     def resolve() -> ResolvedModel:
         return resolve_model(name, overrides, seq_len, vocab_pad)
 
+    def load(cached: Any) -> ResolvedModel:
+        return ResolvedModel(preset, ConfigSnapshot(cached["config"], resolve), cached["seq_len"],
+                             cached["overrides"], vocab_pad, cached["token_vocab_size"])
+
+    def dump(resolved: ResolvedModel) -> dict[str, Any]:
+        return {"config": ConfigSnapshot.take(resolved.hf_config), "seq_len": resolved.seq_len,
+                "overrides": resolved.overrides, "token_vocab_size": resolved.token_vocab_size}
+
     preset = MODELS.get(name)
     if preset is None:
         return resolve()
-    path = derived_path("resolved", [name, overrides or {}, seq_len, vocab_pad, dataclasses.asdict(preset)],
-                        [Path(__file__)])
-    cached = read_json(path)
-    try:
-        return ResolvedModel(preset, ConfigSnapshot(cached["config"], resolve), cached["seq_len"],
-                             cached["overrides"], vocab_pad, cached["token_vocab_size"])
-    except (TypeError, KeyError):  # none, or another version's fields
-        resolved = resolve()
-        write_json(path, {"config": ConfigSnapshot.take(resolved.hf_config), "seq_len": resolved.seq_len,
-                          "overrides": resolved.overrides, "token_vocab_size": resolved.token_vocab_size})
-        return resolved
+    return derived("resolved", [name, overrides or {}, seq_len, vocab_pad, dataclasses.asdict(preset)],
+                   [Path(__file__)], resolve, load, dump)
 
 
 def resolve_model(name: str, overrides: dict[str, Any] | None = None, seq_len: int | None = None,
