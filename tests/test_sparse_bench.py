@@ -25,7 +25,7 @@ show_log() { grep -E '^\\+|^exit|^skip' "$log"; }
 @pytest.mark.deepspeed
 def test_the_script_runs_its_plan_in_order_within_the_budget(tmp_path):
     (tmp_path / "prelude.sh").write_text(STUB_PRELUDE)
-    (tmp_path / "plan.txt").write_text("# tiny\ngpt2-tiny 64 dense 30\ngpt2-tiny 64 bigbird 30\n"
+    (tmp_path / "plan.txt").write_text("# tiny\ngpt2-tiny 64 dense 30\ngpt2-tiny 64 bigbird+compile 60\n"
                                        "gpt2-tiny 128 bigbird 900\n")
     out = tmp_path / "out"
     env = {**os.environ, "PRELUDE": str(tmp_path / "prelude.sh"), "PLAN": str(tmp_path / "plan.txt"),
@@ -39,7 +39,8 @@ def test_the_script_runs_its_plan_in_order_within_the_budget(tmp_path):
                                                                                           ("ok", "bigbird")]
     assert rows[1]["sparse_attention"]["params"]["block"] == 16
     assert "--set attn_pdrop=0" in " ".join(rows[1]["command"])
+    assert [r["toggles"]["compile"] for r in rows] == [False, True]
     assert "skip gpt2-tiny 128 bigbird: 900 s expected" in result.stdout
     summary = (out / "summary.md").read_text()
-    assert "| gpt2-tiny | 64 | bigbird | 16 |" in summary
+    assert "| gpt2-tiny | 64 | bigbird | yes | 16 |" in summary
     assert json.loads((out / "runs.jsonl").read_text().splitlines()[0])["model"]["seq_len"] == 64

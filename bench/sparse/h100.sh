@@ -9,7 +9,8 @@
 # FlexAttention. The points run in the order of bench/sparse/plan.txt (the target - 32k - first), each only while
 # BUDGET_S seconds (default 450) are not spent, so a cut command still leaves the most important rows: they are
 # appended to $OUT/runs.jsonl as each run ends; the log is $OUT/h100.log, the table $OUT/summary.md.
-# PLAN=FILE runs another plan (lines: MODEL SEQ MODE [EXPECTED_S]; tests run a tiny one on CPU ranks).
+# PLAN=FILE runs another plan (lines: MODEL SEQ MODE[+compile] [EXPECTED_S]; tests run a tiny one on CPU ranks);
+# STEPS and WARMUP set the timed and warm-up steps of every point (default 3 and 2).
 set -uo pipefail
 out=${1:?usage: bench/sparse/h100.sh OUT [BUDGET_S]}
 budget=${2:-450}
@@ -28,12 +29,13 @@ model_args() {  # model_args MODEL SEQ: the model flags of one point
   esac
 }
 
-mode_args() {  # mode_args MODE: the attention flags of one point
-  case $1 in
+mode_args() {  # mode_args MODE[+compile]: the attention flags of one point (+compile: the whole model compiled)
+  case ${1%+compile} in
     dense) ;;
     auto) echo --sparse-attention auto:bigbird --sparse-set block=128 ;;
-    *) echo --sparse-attention "$1" --sparse-set "block=${BLOCK:-128}" ;;
+    *) echo --sparse-attention "${1%+compile}" --sparse-set "block=${BLOCK:-128}" ;;
   esac
+  [ "${1%+compile}" = "$1" ] || echo --compile
 }
 
 started=$SECONDS

@@ -169,7 +169,11 @@ class SparseAttention:
             mask = mask & (attention_mask[:, None, None, :] if attention_mask.dim() == 2 else attention_mask)
         return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
 
+    @torch.compiler.disable
     def _flex(self, query, key, value, attention_mask, scaling, causal, gqa):
+        """Runs outside any graph of a compiled model (`dsx run --compile`): the model's graphs stop at the
+        attention, which runs its own compiled FlexAttention (inductor cannot take the layout's BlockMask inside a
+        whole-model graph: 'All the buffers in the score and mask subgraph should be in ...input_buffers')."""
         from torch.nn.attention.flex_attention import create_block_mask
 
         seq_len = query.shape[2]
