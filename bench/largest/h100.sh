@@ -18,14 +18,16 @@
 #            so that one trial runs unless it runs out of memory). Target: >= 95% of the hand-tuned tokens/s.
 #            -> $OUT/gpt2xl.jsonl, $OUT/gpt2xl.log. The Trainer + stock ZeRO-2 figure to put beside it is
 #            bench/clients/h100.sh's (issue 17), not re-run here.
-# Not run here (no GPU time): the issue's full proof, `dsx sweep --model llama-7b` with no other flags. Its plan on
-# this machine (dsx sweep --model llama-7b --dry-run, tests/test_sweep_search.py) runs 3 configurations (ZeRO-3 +
-# offload ratio 0.7 / 0.5 / 0.8, checkpointing), about 2-3 trials each from the predicted micro-batch; a llama-7b
-# trial is ~2-3 min of start-up (zero.Init, ~90 GiB of pinned optimizer state) plus 7 steps of ~15-25 s: about
-# 8 trials x ~5 min = ~40 GPU-minutes, over four or five 10-minute commands (it resumes from its results file:
-# carry bench/largest/h100/llama7b.jsonl back between commands, as bench/sweep/h100.sh does).
+#   llama7b  (~9.5 min, repeated until the sweep ends) the issue's full proof, `dsx sweep --model llama-7b` with no
+#            other flags, for SWEEP_S seconds (default 480) of each command: its plan on this machine (dsx sweep
+#            --model llama-7b --dry-run, tests/test_sweep_search.py) runs 3 configurations (ZeRO-3 + offload ratio
+#            0.5 / 0.7 / 0.8, checkpointing), a few trials each from the predicted micro-batch; a trial is ~1.5 min of
+#            start-up (zero.Init, pinned optimizer state) plus 7 steps of ~15-25 s. The sweep resumes from its
+#            results file: the command starts from bench/largest/h100/llama7b.jsonl when $OUT has none (copy
+#            $OUT/llama7b.jsonl there after each command and commit it); a trial cut by the deadline leaves no row and
+#            runs again next time. -> $OUT/llama7b.jsonl, $OUT/llama7b_plan.txt, $OUT/llama7b.log
 set -uo pipefail
-out=${1:?usage: bench/largest/h100.sh OUT [largest gpt2xl]}
+out=${1:?usage: bench/largest/h100.sh OUT [largest gpt2xl llama7b]}
 shift
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(largest)
@@ -79,8 +81,17 @@ EOF
         --steps 4 --warmup 2 --trial-timeout 270 --results "$out/gpt2xl.jsonl"
       python3 -m dsx report "$out/gpt2xl.jsonl" >>"$log" 2>&1
       ;;
+    llama7b)
+      start_log "$out/llama7b.log"
+      build_ops CPUAdamBuilder
+      free -g >>"$log"
+      [ -f "$out/llama7b.jsonl" ] || cp bench/largest/h100/llama7b.jsonl "$out/" 2>/dev/null || true
+      python3 -m dsx sweep --model llama-7b --dry-run >"$out/llama7b_plan.txt" 2>&1
+      RUN_SIGNAL=INT run "${SWEEP_S:-480}" python3 -m dsx sweep --model llama-7b --results "$out/llama7b.jsonl"
+      python3 -m dsx report "$out/llama7b.jsonl" >>"$log" 2>&1
+      ;;
     *)
-      echo "unknown step '$step' (steps: largest gpt2xl)" >&2
+      echo "unknown step '$step' (steps: largest gpt2xl llama7b)" >&2
       exit 2
       ;;
   esac
