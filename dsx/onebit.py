@@ -40,8 +40,8 @@ def refusal_on(target: Version, kind: str, flag: str) -> str:
 
     return (f"{flag}: {KINDS[kind]} was removed in DeepSpeed 0.19 (the ranks' DeepSpeed is {target}): run it with a "
             f"DeepSpeed 0.18.9 interpreter ({VENV_HINT}; then dsx run --python .venv18/bin/python ...), or cut "
-            "gradient traffic on 0.19 with ZeRO++ quantized gradients (qgZ): --zero 3 --ds-set "
-            "zero_optimization.zero_quantized_gradients=true")
+            "gradient traffic between nodes on 0.19 with ZeRO++ quantized gradients (qgZ, multi-node runs only): "
+            "--zero 3 --ds-set zero_optimization.zero_quantized_gradients=true")
 
 
 def run_defaults(changes: dict, ds_sets: tuple[str, ...], warmup: int, steps: int) -> list[str]:

@@ -138,9 +138,11 @@ def test_zero_3_without_reuse_gathers_every_use_forward_and_backward_the_tied_em
 
 
 def test_zero_plus_plus_quantisation_shrinks_the_zero_3_volume(tiny):
-    plain = predict(zero(3, stage3_param_persistence_threshold=0), tiny, 8)
-    qwz = predict(zero(3, stage3_param_persistence_threshold=0, zero_quantized_weights=True), tiny, 8)
-    qgz = predict(zero(3, zero_quantized_gradients=True), tiny, 8, ranks_per_node=8)
+    plain = predict(zero(3, stage3_param_persistence_threshold=0), tiny, 16, ranks_per_node=8)
+    qwz = predict(zero(3, stage3_param_persistence_threshold=0, zero_quantized_weights=True), tiny, 16,
+                  ranks_per_node=8)
+    qgz = predict(zero(3, stage3_param_persistence_threshold=0, zero_quantized_gradients=True), tiny, 16,
+                  ranks_per_node=8)
     two_d = sum(x for x, d in zip(tiny.numels, tiny.ndims) if d >= 2)
     assert qwz.parts["parameters (forward and backward gathers)"] == plain.parts[
         "parameters (forward and backward gathers)"] / 2
@@ -148,6 +150,15 @@ def test_zero_plus_plus_quantisation_shrinks_the_zero_3_volume(tiny):
     assert qgz.bytes_per_step < plain.bytes_per_step
     hpz = predict(zero(3, zero_hpz_partition_size=4), tiny, 8)
     assert any(note.startswith("hpZ: backward gathers within groups of 4 ranks") for note in hpz.notes)
+
+
+@pytest.mark.parametrize("world, per_node", [(8, 8), (8, None), (2, 2)])
+def test_on_one_node_qgz_sends_what_zero_3_sends_without_it(tiny, world, per_node):
+    # DeepSpeed 0.18/0.19 stage3.py: the int4 all-to-alls only when world size // devices per node > 1
+    plain = predict(zero(3), tiny, world, ranks_per_node=per_node)
+    qgz = predict(zero(3, zero_quantized_gradients=True), tiny, world, ranks_per_node=per_node)
+    assert qgz.parts == plain.parts
+    assert "qgZ: on one node DeepSpeed reduce-scatters the gradients as without it" in qgz.notes[-1]
 
 
 def test_a_1_bit_optimizer_compresses_to_a_quarter_byte_per_parameter(tiny):
@@ -285,3 +296,16 @@ def test_deepspeed_turns_the_logger_on_for_a_block_that_says_enabled_false():
         assert ds_comm.comms_logger.enabled is True
     finally:
         dist.configure(enabled=was)
+
+
+def test_qwz_on_cpu_ranks_is_refused_before_anything_starts(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "dsx", "run", "--model", "gpt2-tiny", "--zero", "3", "--ds-set",
+                          "zero_optimization.zero_quantized_weights=true", "--results", str(tmp_path / "runs.jsonl")],
+                         capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1] == (
+        "Error: zero_optimization.zero_quantized_weights (ZeRO++ qwZ) cannot run on CPU ranks: DeepSpeed's weight "
+        "quantizer has no CPU kernel (its ranks fail with 'This op had not been implemented on CPU backend'); run it "
+        "on GPUs")
+    assert not (tmp_path / "runs.jsonl").exists()

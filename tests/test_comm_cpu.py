@@ -1,11 +1,12 @@
 """Proof: the bytes DeepSpeed's ZeRO-1/2/3 move per step on 2 gloo ranks, counted by its comms logger, match what
 dsx predicts (dsx.comm.predict) within TOLERANCE.
 
-Four real runs of gpt2-tiny (172,288 parameters, bf16), shared by every test here (one module-scoped fixture, one
+Five real runs of gpt2-tiny (172,288 parameters, bf16), shared by every test here (one module-scoped fixture, one
 results file): ZeRO-1, ZeRO-2 with 2 accumulated micro-batches, ZeRO-3 with its tensors kept whole (persistence
-1e5, DeepSpeed's default and what dsx writes on GPUs; dsx writes 0 on CPU ranks), and ZeRO-3 with nothing kept
+1e5, DeepSpeed's default and what dsx writes on GPUs; dsx writes 0 on CPU ranks), ZeRO-3 with nothing kept
 between uses (persistence threshold, reuse distance and prefetch 0: the ZeRO paper's 3N, plus the tied embedding
-gathered at each of its uses).
+gathered at each of its uses), and ZeRO-3 with ZeRO++ quantized gradients (qgZ) on one node, where DeepSpeed
+reduce-scatters them as without it.
 
 TOLERANCE is 1%: what the prediction leaves out is the gradient-norm and overflow all-reduces (5 to 8 bytes per
 step), the broadcasts ZeRO-3 makes in its first step after the warm-up (1,448 bytes once: 0.1% of a step over two
@@ -37,6 +38,8 @@ RUNS = {
     "zero3-nothing-kept": ["--zero", "3", "--ds-set", "zero_optimization.stage3_param_persistence_threshold=0",
                            "--ds-set", "zero_optimization.stage3_max_reuse_distance=0",
                            "--ds-set", "zero_optimization.stage3_prefetch_bucket_size=0"],
+    "zero3-qgz": ["--zero", "3", "--ds-set", "zero_optimization.stage3_param_persistence_threshold=100000",
+                  "--ds-set", "zero_optimization.zero_quantized_gradients=true"],
 }
 
 
@@ -92,6 +95,14 @@ def test_zero_3_reduce_scatters_the_gradients_and_gathers_what_it_did_not_keep(r
     assert nothing_kept.collectives["all_gather_into_tensor"].bytes_per_step == 2 * (n + 64_000) * 2
     assert kept.bytes_per_param == pytest.approx(4.0, rel=TOLERANCE)
     assert nothing_kept.bytes_per_param > nothing_kept.predicted.paper_bytes_per_step / n  # past the paper's 3N
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_qgz_on_one_node_reduce_scatters_the_gradients_unquantised(rows):
+    qgz, plain = rows["zero3-qgz"][0].comm, rows["zero3"][0].comm
+    assert set(qgz.collectives) == set(plain.collectives) and "all_to_all_single" not in qgz.collectives
+    assert qgz.bytes_per_step == plain.bytes_per_step
 
 
 @pytest.mark.slow

@@ -23,9 +23,9 @@ CPU_REFUSAL = ("Error: 1-bit Adam cannot run on CPU ranks: DeepSpeed 0.18.9's co
                "(compressed), and gloo offers none (tried: bench/onebit/cpu_attempt.md); run it on GPUs")
 ON_019 = ("1-bit Adam was removed in DeepSpeed 0.19 (the ranks' DeepSpeed is 0.19.8): run it with a DeepSpeed 0.18.9 "
           "interpreter (python3 -m venv .venv18 && .venv18/bin/pip install torch==2.13.0 deepspeed==0.18.9 "
-          "transformers; then dsx run --python .venv18/bin/python ...), or cut gradient traffic "
-          "on 0.19 with ZeRO++ quantized gradients (qgZ): --zero 3 --ds-set zero_optimization.zero_quantized_gradients"
-          "=true")
+          "transformers; then dsx run --python .venv18/bin/python ...), or cut gradient traffic between nodes "
+          "on 0.19 with ZeRO++ quantized gradients (qgZ, multi-node runs only): --zero 3 --ds-set "
+          "zero_optimization.zero_quantized_gradients=true")
 
 
 def test_dsx_run_onebit_defaults_to_no_zero_fp16_and_a_freeze_step_half_way_through_the_timed_steps():

@@ -9,8 +9,9 @@
 #      1-bit LAMB, freeze step half-way through the timed steps (comm.phases: warm-up against compressed steps,
 #      bytes and step time); the papers' claim is up to 5x less communication
 #   2. DeepSpeed 0.19.8, bf16: ZeRO-1, ZeRO-2, ZeRO-3, and ZeRO-3 with ZeRO++: qwZ (int8 weights), qgZ (int4
-#      gradients), and both with hpZ (a secondary partition over both GPUs: one node, so no fewer bytes, only
-#      where they go), 0.19's way to cut what the 1-bit optimizers cut
+#      gradients: on this one node DeepSpeed reduce-scatters them as without it, as dsx predicts; the int4
+#      all-to-alls need several nodes), and both with hpZ (a secondary partition over both GPUs: one node, so no
+#      fewer bytes, only where they go), 0.19's way to cut what the 1-bit optimizers cut
 set -uo pipefail
 out=${1:?usage: bench/onebit/h200x2.sh OUT}
 source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1

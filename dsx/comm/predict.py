@@ -183,13 +183,17 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
             notes.append("qwZ: parameter all-gathers in int8 (scales not counted)")
         parts["parameters (forward and backward gathers)"] = (part_n + regather) * w * accum if gathers else 0.0
         parts["parameters (persistent, after the step)"] = float(persisted * p) if gathers else 0.0
-        if _truthy(zero.get("zero_quantized_gradients")):
-            local = max(1, min(world_size, ranks_per_node or world_size))
+        local = max(1, min(world_size, ranks_per_node or world_size))
+        qgz = _truthy(zero.get("zero_quantized_gradients"))
+        if qgz and world_size // local > 1:
             two_d = sum(x for x, d in zip(facts.numels, facts.ndims) if d >= 2)
             parts["gradients"] = (two_d * 0.5 * (1 + 1 / local) + (n - two_d) * g) * accum
             notes.append("qgZ: 2-D gradients through two int4 all-to-alls, 1-D ones reduce-scattered")
         else:
             parts["gradients"] = float(n * g * accum)
+            if qgz:  # stage3.py: all_to_all_quant_reduce only when world size // devices per node > 1
+                notes.append("qgZ: on one node DeepSpeed reduce-scatters the gradients as without it (its int4 "
+                             "all-to-alls run only when the ranks span several nodes)")
         hpz = _zero_value(zero, "zero_hpz_partition_size", None, 1)
         if hpz > 1:
             notes.append(f"hpZ: backward gathers within groups of {hpz} ranks (the comms logger records no group: "

@@ -245,6 +245,11 @@ def resolve_trial(request: RunRequest) -> Trial:
 
     if problems := run_problems(config, device, lane):
         raise RunRefused(problems[0])
+    zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
+    if device == "cpu" and zero.get("zero_quantized_weights") is True:
+        raise RunRefused("zero_optimization.zero_quantized_weights (ZeRO++ qwZ) cannot run on CPU ranks: DeepSpeed's "
+                         "weight quantizer has no CPU kernel (its ranks fail with 'This op had not been implemented "
+                         "on CPU backend'); run it on GPUs")
     from dsx.sparse.spec import SparseRequestError, resolve_block
 
     try:
