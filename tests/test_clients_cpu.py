@@ -86,7 +86,9 @@ TRAINER_RUNS = [
     pytest.param("hf_trainer_zero2_auto.json", 2, 2, ["--warmup_steps", "1", "--no_save_state"],
                  id="docs-zero2-2ranks-log-only"),
     pytest.param("hf_trainer_zero3_auto.json", 2, 3, ["--warmup_steps", "0.5"], id="docs-zero3-2ranks-warmup-as-ratio"),
+    pytest.param("hf_trainer_zero3_auto.json", 1, 3, ["--warmup_steps", "1"], id="docs-zero3-1rank"),
     pytest.param("dsx config --zero 2 --offload cpu --hf-auto", 1, 2, [], id="dsx-hf-auto-1rank"),
+    pytest.param("dsx config --zero 2 --offload cpu --hf-auto", 2, 2, [], id="dsx-hf-auto-2ranks"),
 ]
 
 
