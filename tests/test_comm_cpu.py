@@ -1,12 +1,12 @@
 """Proof: the bytes DeepSpeed's ZeRO-1/2/3 move per step on 2 gloo ranks, counted by its comms logger, match what
 dsx predicts (dsx.comm.predict) within TOLERANCE.
 
-Five real runs of gpt2-tiny (172,288 parameters, bf16), shared by every test here (one module-scoped fixture, one
+Six real runs of gpt2-tiny (172,288 parameters, bf16), shared by every test here (one module-scoped fixture, one
 results file): ZeRO-1, ZeRO-2 with 2 accumulated micro-batches, ZeRO-3 with its tensors kept whole (persistence
 1e5, DeepSpeed's default and what dsx writes on GPUs; dsx writes 0 on CPU ranks), ZeRO-3 with nothing kept
 between uses (persistence threshold, reuse distance and prefetch 0: the ZeRO paper's 3N, plus the tied embedding
-gathered at each of its uses), and ZeRO-3 with ZeRO++ quantized gradients (qgZ) on one node, where DeepSpeed
-reduce-scatters them as without it.
+gathered at each of its uses), and ZeRO-3 with ZeRO++ on one node: quantized gradients (qgZ), which DeepSpeed
+reduce-scatters as without it there, and a secondary partition (hpZ) over both ranks (qwZ has no CPU kernel).
 
 TOLERANCE is 1%: what the prediction leaves out is the gradient-norm and overflow all-reduces (5 to 8 bytes per
 step), the broadcasts ZeRO-3 makes in its first step after the warm-up (1,448 bytes once: 0.1% of a step over two
@@ -40,6 +40,8 @@ RUNS = {
                            "--ds-set", "zero_optimization.stage3_prefetch_bucket_size=0"],
     "zero3-qgz": ["--zero", "3", "--ds-set", "zero_optimization.stage3_param_persistence_threshold=100000",
                   "--ds-set", "zero_optimization.zero_quantized_gradients=true"],
+    "zero3-hpz": ["--zero", "3", "--ds-set", "zero_optimization.stage3_param_persistence_threshold=100000",
+                  "--ds-set", "zero_optimization.zero_hpz_partition_size=2"],
 }
 
 
