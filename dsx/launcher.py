@@ -124,7 +124,7 @@ LAUNCHERS = ("pdsh", "openmpi", "slurm", "no-ssh")
 # UCX* and the accelerator's own, runner.py EXPORT_ENVS): they go into the .deepspeed_env dsx writes.
 _REMOTE_ENV = ("PATH", "PYTHONPATH", "TORCH_EXTENSIONS_DIR", "DS_ACCELERATOR", "OMP_NUM_THREADS", "OMP_WAIT_POLICY",
                "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "LD_LIBRARY_PATH", "HF_HOME", "TRANSFORMERS_OFFLINE")
-_REMOTE_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "DSX_")
+_REMOTE_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "DSX_", "ACCELERATE_")
 
 
 INHERITED_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE")
@@ -225,12 +225,14 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
                  gpu_capabilities: Sequence[tuple[int, int]] | None = None, cpu_count: int | None = None,
                  master_addr: str = "127.0.0.1", nodes: Nodes | None = None,
                  user_command: Sequence[str] | None = None, local_rank_arg: bool = True,
-                 rank_python: str | None = None, extensions_dir: str | None = None) -> LaunchPlan:
+                 rank_python: str | None = None, extensions_dir: str | None = None,
+                 job_env: Mapping[str, str] | None = None) -> LaunchPlan:
     """The launcher command line and the child environment for a run (one node, or the nodes of a hostfile) of
     dsx's rank script with its plan (plan_json), or of a user's command (dsx launch; the runner appends
     --local_rank=N to its arguments, as DeepSpeed does by default, unless local_rank_arg is False).
     rank_python: the ranks' interpreter when it is not the runner's (`--python`, dsx.lane), with extensions_dir
-    its op cache. Pure: reads only its arguments (pass os.environ as base_env) and this interpreter's environment
+    its op cache. job_env: variables the user's job reads (accelerate's, dsx launch --config-arg accelerate), set for
+    every rank. Pure: reads only its arguments (pass os.environ as base_env) and this interpreter's environment
     (which names the op cache, dsx.op_cache), changes nothing."""
     if world_size < 1:
         raise LaunchError(f"world size must be at least 1, got {world_size}")
@@ -254,6 +256,8 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
     # they would make launch.py itself look like a rank to whoever reads the process tree (dsx launch's sampler).
     for key in INHERITED_RANK_VARIABLES:
         setenv(key, None)
+    for key, value in (job_env or {}).items():
+        setenv(key, value)
     argv = [python, "-u", "-m", "deepspeed.launcher.runner"]
     visible = base_env.get("CUDA_VISIBLE_DEVICES", "").strip()
     if nodes is not None:

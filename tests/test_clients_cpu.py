@@ -62,7 +62,8 @@ def assert_launch_row(row: dict, *, world: int, config: Path, script: str) -> ob
     assert (row.kind, row.status, row.error, row.launch.exit_code) == ("launch", "ok", None, 0)
     assert (row.device, row.world_size, row.launch.script) == ("cpu", world, script)
     assert row.ds_config == json.loads(config.read_text()) and row.ds_config_hash == config_hash(row.ds_config)
-    assert row.ds_config_source == str(config) and row.command[:2] == [sys.argv[0], "launch"] or row.command
+    assert row.ds_config_source == str(config)
+    assert row.command[:2] == [str(ROOT / "dsx" / "__main__.py"), "launch"]  # dsx's own command line (python -m dsx)
     assert 0 < row.launch.wall_s < row.overhead.total_s
     assert [m.rank for m in row.memory.per_rank] == list(range(world))
     assert all(m.host_rss_peak > 100 << 20 for m in row.memory.per_rank)  # torch + deepspeed are in every rank
@@ -179,6 +180,23 @@ def test_accelerate_launch_trains_with_a_dsx_config_in_its_deepspeed_plugin(tmp_
     assert len(trained(tmp_path / "out" / "ran.json", 1, 2)["losses"]) == 3
 
 
+def test_an_accelerate_script_trains_under_dsx_launch_with_the_config_where_accelerate_launch_puts_it(results,
+                                                                                                      tmp_path):
+    """The same script and a dsx config, started by dsx launch instead of `accelerate launch`: accelerate's
+    environment carries the config (--config-arg accelerate), the script is unchanged, the launch leaves a row."""
+    config = tmp_path / "ds.json"
+    subprocess.run([sys.executable, "-m", "dsx", "config", "--zero", "2", "--micro-batch", "2", "--world-size", "1",
+                    "-o", str(config)], check=True, capture_output=True, env=child_env())
+    out, rows = dsx_launch(results, tmp_path, "--config", str(config), "--config-arg", "accelerate", "--", "python",
+                           str(SCRIPTS / "train_accelerate.py"), "--out", "out", "--steps", "3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(trained(tmp_path / "out" / "ran.json", 1, 2)["losses"]) == 3
+    assert len(rows) == 1
+    row = assert_launch_row(rows[0], world=1, config=config, script="train_accelerate.py")
+    assert (row.launch.hf, row.launch.config_arg, row.launch.trainer) == (True, "accelerate", None)
+    assert (row.micro_batch, row.grad_accum, row.precision) == (2, 1, "bf16")
+
+
 # ------------------------------------------------------------------------------------------- plain DeepSpeed
 
 
@@ -189,6 +207,7 @@ def test_a_plain_deepspeed_script_trains_under_dsx_launch_and_leaves_a_row_witho
     out, rows = dsx_launch(results, tmp_path, "--config", str(config), "--gpus", "2", "--", "python",
                            str(SCRIPTS / "user_train.py"), "--out", "out", "--steps", "3")
     assert out.returncode == 0, out.stderr[-3000:]
+    assert len(rows) == 1
     for rank in (0, 1):
         losses = json.loads((tmp_path / "out" / f"rank-{rank}.json").read_text())["losses"]
         assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
@@ -216,5 +235,6 @@ def test_dsx_report_shows_the_launch_rows_beside_nothing_else(results):
                          capture_output=True, text=True, timeout=120, env=child_env())
     assert out.returncode == 0, out.stderr
     assert "## Launches" in out.stdout and "## Runs" not in out.stdout
-    lines = [line for line in out.stdout.splitlines() if "train_hf.py" in line or "user_train.py" in line]
+    lines = [line for line in out.stdout.splitlines() if any(script in line for script in (
+        "train_hf.py", "user_train.py", "train_accelerate.py"))]
     assert len(lines) == len(rows)

@@ -264,6 +264,33 @@ def test_batch_that_no_world_size_fixes():
     assert one(config(train_batch_size=30)).code == "batch-arithmetic"
 
 
+def test_a_concrete_train_batch_must_divide_by_the_concrete_micro_batch_when_the_trainer_fills_the_accumulation():
+    f = one(config(train_batch_size=3, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps="auto"),
+            world_size=2, hf=True)
+    assert (f.path, f.code, f.message) == ("train_batch_size", "batch-arithmetic",
+                                           "train_batch_size 3 is not divisible by train_micro_batch_size_per_gpu 2 x "
+                                           "world size 2")
+
+
+def test_a_concrete_train_batch_must_divide_by_the_world_size_when_the_trainer_fills_the_rest():
+    f = one(config(train_batch_size=6, train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto"),
+            world_size=4, hf=True)
+    assert (f.code, f.message) == ("batch-arithmetic", "train_batch_size 6 is not divisible by the world size 4")
+
+
+def test_auto_batch_sizes_that_can_hold_lint_clean():
+    assert run(config(train_batch_size=8, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps="auto"),
+               world_size=2, hf=True) == []
+    assert run(config(train_batch_size="auto", train_micro_batch_size_per_gpu=3, gradient_accumulation_steps="auto"),
+               world_size=2, hf=True) == []
+
+
+def test_a_train_batch_alone_must_divide_by_the_world_size():
+    f = one(config(train_batch_size=10, train_micro_batch_size_per_gpu=None, gradient_accumulation_steps=None),
+            world_size=4)
+    assert f.message == "train_batch_size 10 is not divisible by the world size 4"
+
+
 def test_no_batch_at_all():
     assert one(config(train_micro_batch_size_per_gpu=None, gradient_accumulation_steps=None)).code == "batch-missing"
 

@@ -139,7 +139,7 @@ def test_errors_only_hf_would_clear_are_folded_into_one_line_that_says_so():
         "optimizer.params.lr, optimizer.params.betas, optimizer.params.eps, optimizer.params.weight_decay, "
         "scheduler.params.warmup_min_lr, scheduler.params.warmup_max_lr, scheduler.params.warmup_num_steps, "
         "zero_optimization.reduce_bucket_size, gradient_accumulation_steps, gradient_clipping, train_batch_size, "
-        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed)"]
+        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed or accelerate)"]
 
 
 def test_errors_hf_would_not_clear_stay_listed_in_full():
@@ -160,6 +160,18 @@ def test_the_trainer_on_several_cpu_ranks_without_use_cpu_is_refused():
         "gradient_acc_step * world_size\" [trainer-cpu-ranks]\n    fix: add --use_cpu to the script's arguments"]
 
 
+def test_a_trainer_at_zero_3_on_several_cpu_ranks_is_warned_about_zero_init():
+    checked = check(config("hf_trainer_zero3_auto.json"), duplicate_keys=[], target=V0198, world_size=2, hf=True,
+                    trainer=True, args=["--warmup_steps", "1", "--use_cpu"], device="cpu")
+    assert not checked.errors
+    assert [f.code for f in checked.warnings] == ["trainer-cpu-zero3-init"]
+    assert checked.warnings[0].fix == ("build the model directly (e.g. GPT2LMHeadModel(config)), or call "
+                                       "deepspeed.init_distributed() before building it")
+    for world, device in ((1, "cpu"), (2, "cuda")):
+        assert not check(config("hf_trainer_zero3_auto.json"), duplicate_keys=[], target=V0198, world_size=world,
+                         hf=True, trainer=True, args=["--warmup_steps", "1", "--use_cpu"], device=device).findings
+
+
 def launch_refusal(tmp_path: Path, *args: str) -> str:
     out = subprocess.run([sys.executable, "-m", "dsx", "launch", *args], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)
@@ -177,7 +189,7 @@ def test_dsx_launch_without_hf_says_in_one_line_that_hf_would_clear_a_trainer_co
         "optimizer.params.lr, optimizer.params.betas, optimizer.params.eps, optimizer.params.weight_decay, "
         "scheduler.params.warmup_min_lr, scheduler.params.warmup_max_lr, scheduler.params.warmup_num_steps, "
         "zero_optimization.reduce_bucket_size, gradient_accumulation_steps, gradient_clipping, train_batch_size, "
-        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed)"]
+        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed or accelerate)"]
 
 
 @pytest.mark.parametrize("flags", [["--config-arg", "--deepspeed"], ["--hf"]])
@@ -187,6 +199,52 @@ def test_dsx_launch_accepts_a_trainer_config_with_hf_or_the_trainers_flag(tmp_pa
                           "2"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "error" not in out.stderr
+
+
+def test_dsx_launch_gives_an_accelerate_script_the_config_in_accelerates_environment(tmp_path):
+    """--config-arg accelerate: the environment `accelerate launch` gives a DeepSpeed plugin's script, nothing on its
+    command line, and the fill rules of --hf (accelerate fills "auto")."""
+    config = CONFIGS / "accelerate_zero3_auto_stage.json"
+    out = subprocess.run([sys.executable, "-m", "dsx", "launch", "--dry-run", "--config-arg", "accelerate", "--config",
+                          str(config), "--", "python", "train.py", "--steps", "3"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "error" not in out.stderr
+    assert "  ACCELERATE_USE_DEEPSPEED=true" in out.stdout.splitlines()
+    assert f"  ACCELERATE_DEEPSPEED_CONFIG_FILE={config}" in out.stdout.splitlines()
+    command = out.stdout.splitlines()[1]
+    assert command.endswith("--no_local_rank train.py --steps 3") and str(config) not in command
+
+
+def test_dsx_launch_refuses_an_accelerate_script_on_several_cpu_ranks(tmp_path):
+    err = launch_refusal(tmp_path, "--dry-run", "--config-arg", "accelerate", "--gpus", "2", "--config",
+                         str(CONFIGS / "clean_zero2.json"), "--", "python", "train.py")
+    assert err.strip().splitlines()[-2:] == [
+        "  error: (the script's arguments): an accelerate script on 2 CPU ranks: without a GPU accelerate's DeepSpeed "
+        "path counts one process, so every rank would train on all the data as the main process "
+        "[accelerate-cpu-ranks]",
+        "    fix: launch 1 CPU rank (--gpus 1), or run on GPUs"]
+
+
+def test_dsx_launch_lints_the_batch_sizes_the_trainer_leaves_for_the_launchs_world_size(tmp_path):
+    """train_batch_size 4 with micro-batch 2 and "auto" accumulation holds at 1 or 2 ranks, at 4 for none."""
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
+                                  "gradient_accumulation_steps": "auto", "gradient_clipping": 1.0}))
+    args = ["--dry-run", "--hf", "--config", str(config), "--hostfile"]
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("127.0.0.1 slots=4\n")
+    err = launch_refusal(tmp_path, *args, str(hostfile), "--launcher", "no-ssh", "--", "python", "train.py")
+    assert err.strip().splitlines()[-3:] == [
+        f"Error: {config} has errors for DeepSpeed 0.19.8 at world size 4, with the Trainer / accelerate filling its "
+        "auto values (--hf):",
+        "  error: train_batch_size: train_batch_size 4 is not divisible by train_micro_batch_size_per_gpu 2 x world "
+        "size 4 [batch-arithmetic]",
+        "    fix: choose sizes with train = micro x accumulation x world size"]
+    hostfile.write_text("127.0.0.1 slots=2\n")
+    out = subprocess.run([sys.executable, "-m", "dsx", "launch", *args, str(hostfile), "--launcher", "no-ssh", "--",
+                          "python", "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "error" not in out.stderr, out.stderr
 
 
 # ------------------------------------------------------------------------------------------- the Trainer's figures

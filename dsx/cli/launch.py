@@ -18,7 +18,9 @@ from dsx.cli.options import node_options
               help="The DeepSpeed JSON the script gets; linted for the launch's world size first.")
 @click.option("--config-arg", default="--deepspeed_config", show_default=True, metavar="FLAG",
               help="How the config's path reaches the script: appended as FLAG PATH (e.g. --deepspeed for the "
-                   "transformers Trainer); 'none' appends nothing.")
+                   "transformers Trainer); 'accelerate': in every rank's environment as `accelerate launch` gives it "
+                   "to an Accelerator (ACCELERATE_USE_DEEPSPEED, ACCELERATE_DEEPSPEED_CONFIG_FILE; no --local_rank "
+                   "either, as under accelerate launch); 'none': not at all.")
 @click.option("--gpus", type=click.IntRange(min=1),
               help="Ranks per node (default: all visible GPUs; without a GPU, 1 CPU rank).")
 @node_options
@@ -29,7 +31,7 @@ from dsx.cli.options import node_options
                    "each rank still finds LOCAL_RANK in its environment.")
 @click.option("--hf", is_flag=True,
               help='The config is one the transformers Trainer / accelerate fill: "auto" is allowed where they fill '
-                   "it (implied by --config-arg --deepspeed).")
+                   "it (implied by --config-arg --deepspeed or accelerate).")
 @click.option("--seq-len", type=click.IntRange(min=1),
               help="The script's sequence length: a Trainer's samples/s becomes tokens/s in the row.")
 @click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
@@ -46,7 +48,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
     .deepspeed_env for remote ranks), every node is checked over ssh, and DeepSpeed's runner starts it.
 
     A config the transformers Trainer or accelerate fills ("auto" values) needs --hf, implied by --config-arg
-    --deepspeed (the Trainer's flag). Before a Trainer launch, a warmup scheduler whose "auto" warmup the Trainer
+    --deepspeed (the Trainer's flag) and --config-arg accelerate (an accelerate script, which finds the config where
+    `accelerate launch` would put it). Before a Trainer launch, a warmup scheduler whose "auto" warmup the Trainer
     would fill with 0 (DeepSpeed 0.19 rejects it) is refused with the fix.
 
     Each launch appends one row to --results: status, exit code, wall time, each GPU's peak memory (NVML) and each
@@ -67,6 +70,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
     dsx launch --config ds.json -- python -m mypackage.train --epochs 1
     dsx launch --config ds_zero2.json --config-arg --deepspeed --seq-len 1024 \\
         -- python train_hf.py --output_dir out --max_steps 50 --warmup_steps 5
+    dsx launch --config ds.json --config-arg accelerate -- python train_accelerate.py
     dsx launch --hostfile hostfiles/two-nodes-8gpu --master-addr node1 --config ds.json --config-arg --deepspeed \\
         -- python train.py --output_dir out
     """
@@ -87,7 +91,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
         command = command[1:]
     script, args = preflight.script_and_args(command)
     trainer = preflight.is_trainer_launch(config_arg, args)
-    hf = hf or config_arg == "--deepspeed"
+    hf = hf or preflight.filled_by_hf(config_arg)
     node_request = NodeRequest(**nodes)
     work = None  # a temporary folder for the .deepspeed_env of a multi-node launch, removed whatever happens
     try:
@@ -102,7 +106,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
             except (UnreadableConfig, VersionError) as exc:
                 raise RunRefused(str(exc)) from None
             checked = preflight.check(loaded.data, duplicate_keys=loaded.duplicate_keys, target=target,
-                                      world_size=world, hf=hf, trainer=trainer, args=args, device=device)
+                                      world_size=world, hf=hf, trainer=trainer, args=args, device=device,
+                                      accelerate=preflight.is_accelerate(config_arg))
             if checked.errors:
                 lines = "\n".join(checked.error_lines())
                 raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}"
@@ -111,8 +116,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
             for finding in checked.warnings:
                 click.echo(f"dsx launch: {finding.render()}", err=True)
 
-            if config_arg.lower() != "none":
-                command = [*command, config_arg, os.path.abspath(config_path)]
+            config_args, config_env = preflight.config_delivery(config_arg, config_path)
+            command = [*command, *config_args]
             env = dict(os.environ)
             if placement.layout is not None and node_request.launcher != "no-ssh":
                 work = tempfile.mkdtemp(prefix="dsx-launch-")
@@ -124,7 +129,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
                                     master_port=node_request.master_port or free_port(), base_env=env,
                                     cwd=os.getcwd(), gpu_capabilities=capabilities, cpu_count=cpu_count(),
                                     master_addr=master_addr(node_request, placement), nodes=node_spec,
-                                    user_command=command, local_rank_arg=not no_local_rank,
+                                    user_command=command, job_env=config_env,
+                                    local_rank_arg=not no_local_rank and not preflight.is_accelerate(config_arg),
                                     **lane_launch(lane, env))
             except LaunchError as exc:
                 raise RunRefused(str(exc)) from None

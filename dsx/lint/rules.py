@@ -326,8 +326,8 @@ def batch_arithmetic(data: dict, ctx: LintContext) -> Iterator[Finding]:
                       "neither train_batch_size nor train_micro_batch_size_per_gpu is set (DeepSpeedConfig asserts)",
                       "set train_micro_batch_size_per_gpu (and gradient_accumulation_steps)")
         return
-    if filled:
-        return
+    # "auto" values are filled by the Trainer / accelerate from the script's arguments; what is concrete must still
+    # divide (a train_batch_size of 3 at world size 2 holds for no micro-batch they could fill)
     train, micro, accum = (values.get(n) for n in names)
     world = ctx.world_size
     if train and micro and accum:
@@ -347,6 +347,10 @@ def batch_arithmetic(data: dict, ctx: LintContext) -> Iterator[Finding]:
             yield Finding("train_batch_size", "error", "batch-arithmetic",
                           f"train_batch_size {train} is not divisible by {name} {given} x world size {world}",
                           "choose sizes with train = micro x accumulation x world size")
+    elif train and world is not None and train % world:
+        yield Finding("train_batch_size", "error", "batch-arithmetic",
+                      f"train_batch_size {train} is not divisible by the world size {world}",
+                      "choose sizes with train = micro x accumulation x world size")
 
 
 def sequence_parallel(data: dict, ctx: LintContext) -> Iterator[Finding]:
