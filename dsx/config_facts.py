@@ -6,6 +6,20 @@ The ground floor for run, sweep, estimate and report: they all read these facts 
 
 from __future__ import annotations
 
+from typing import Any
+
+ONEBIT = {"onebitadam": "1-bit Adam", "zerooneadam": "0/1 Adam", "onebitlamb": "1-bit LAMB"}
+"""DeepSpeed's 1-bit optimizers (optimizer.type, lower case) and their names: 0.18 only, ZeRO-0, compressed steps."""
+
+CONFIG_FLAGS = ("zero", "offload", "offload_params", "nvme_path", "precision", "micro_batch", "grad_accum",
+                "optimizer", "lr", "onebit")
+"""The dsx.generate.ConfigRequest fields that `dsx run`, `dsx estimate` and `dsx sweep` take as flags."""
+
+
+def config_flags(values: dict[str, Any]) -> dict[str, Any]:
+    """The config flags out of a command's keyword arguments or a sweep trial's values (None where not given)."""
+    return {key: values.get(key) for key in CONFIG_FLAGS}
+
 
 def precision_of(config: dict) -> str:
     """'bf16', 'fp16' or 'fp32' (the legacy `bfloat16` section counts as bf16, as DeepSpeed reads it)."""

@@ -15,6 +15,8 @@ import shutil
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dsx.units import gib
+
 GPU, HOST, NVME = "GPU memory", "host memory", "NVMe"
 
 
@@ -61,10 +63,6 @@ def shortfall_text(resource: Resource) -> str:
     """'host memory needs 129.71 GiB (1 rank x 129.71 GiB), has 125.00 GiB'."""
     detail = f" ({resource.detail})" if resource.detail else ""
     return f"{resource.name} needs {gib(resource.needed)}{detail}, has {gib(resource.capacity or 0)}"
-
-
-def gib(n: int) -> str:
-    return f"{n / 1024**3:.2f} GiB"
 
 
 def host_memory_bytes() -> int:

@@ -87,20 +87,6 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def built_since(root: Path, since: float) -> list[str]:
-    """Names of extension ops whose shared library was written after `since` (JIT builds during the run)."""
-    if not root.is_dir():
-        return []
-    names = set()
-    for so in root.rglob("*.so"):
-        try:
-            if so.stat().st_mtime >= since:
-                names.add(so.parent.name)
-        except OSError:
-            continue
-    return sorted(names)
-
-
 def cpu_count() -> int:
     """CPUs this process may run on (its affinity), else the machine's."""
     try:

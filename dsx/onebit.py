@@ -19,7 +19,7 @@ runtime/engine.py, runtime/comm/{nccl,mpi,compressed}.py):
 
 from __future__ import annotations
 
-from dsx.lint.rules import ONEBIT as KINDS
+from dsx.config_facts import ONEBIT as KINDS
 from dsx.versions import Version
 
 FLAG_KINDS = {"adam": "onebitadam", "zero-one-adam": "zerooneadam", "lamb": "onebitlamb"}

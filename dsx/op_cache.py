@@ -73,6 +73,20 @@ def built_ops(root: Path) -> list[str]:
     return sorted({so.parent.name for so in root.glob("*/*.so")})
 
 
+def built_since(root: Path, since: float) -> list[str]:
+    """Names of the ops whose shared library under root was written after `since` (JIT builds during a job)."""
+    if not root.is_dir():
+        return []
+    names = set()
+    for so in root.rglob("*.so"):
+        try:
+            if so.stat().st_mtime >= since:
+                names.add(so.parent.name)
+        except OSError:
+            continue
+    return sorted(names)
+
+
 def build_notice(op: str) -> str:
     return (f"dsx: DeepSpeed is building its {op} op (first use in this Python environment: a minute or two on CPU, "
             "less on a GPU host); the job goes on when it is built")

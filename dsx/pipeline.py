@@ -93,6 +93,13 @@ def check_zero(asked: str, zero: int) -> None:
                             "or 1")
 
 
+def check_layout(stages: int, world_size: int, zero: int, ranks_flag: str, asked: str) -> int:
+    """check_stages, then check_zero: the data-parallel replicas of a pipeline that can run."""
+    replicas = check_stages(stages, world_size, ranks_flag, asked)
+    check_zero(asked, zero)
+    return replicas
+
+
 def check_model(resolved: Any, stages: int, partition: str) -> None:
     """The model can be cut into `stages` stages: a causal LM of a family dsx lays out, with at least one decoder
     layer per stage, and a type:REGEX that matches enough layers."""

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Sequence
 
 from dsx import leftovers, op_cache
@@ -34,6 +35,8 @@ class Completed:
     """The last lines of the launcher's output (all ranks)."""
     cleaned: list[str] = field(default_factory=list)
     """What dsx removed that earlier or this job's processes left behind (see dsx.leftovers)."""
+    jit_built: list[str] = field(default_factory=list)
+    """The ops the job JIT-built (their shared library in its op cache was written while it ran)."""
 
 
 def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
@@ -74,7 +77,9 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
     its output (all ranks) to `log_path` (and the terminal with echo), wait. On timeout or Ctrl-C the whole group is
     killed; Ctrl-C is re-raised after that. `on_start(pgid)` is called right after the start; `on_build(op)` when
     DeepSpeed starts JIT-building an op (default: one line on stderr, whether or not the output is echoed)."""
-    cleaned = _remove_leftovers(plan, before=True)
+    ops = leftovers.extensions_dir(plan.env)
+    since = time.time() - 1.0
+    cleaned = _remove_leftovers(plan, ops, before=True)
     log = open(log_path, "ab") if log_path else None
     tail: list[bytes] = []
     lock = threading.Lock()
@@ -136,21 +141,23 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
             reader.join(timeout=5)
         if log:
             log.close()
-        cleaned += _remove_leftovers(plan, before=False)
+        cleaned += _remove_leftovers(plan, ops, before=False)
     ended = time.time()
     codes = [proc.returncode for proc in procs]
     returncode = None if timed_out else next((c for c in codes if c), codes[0])
     return Completed(returncode=returncode, timed_out=timed_out, started=started,
                      ended=ended, log_path=str(log_path) if log_path else None,
-                     tail=b"".join(tail).decode("utf-8", "replace"), cleaned=cleaned)
+                     tail=b"".join(tail).decode("utf-8", "replace"), cleaned=cleaned,
+                     jit_built=op_cache.built_since(ops, since))
 
 
-def _remove_leftovers(plan: LaunchPlan, before: bool) -> list[str]:
-    """Before a start: stale JIT-build locks (a rank waiting on one never starts) and buffers under this job's
-    port. After the job: its shared-memory buffers, which DeepSpeed never unlinks. Returns what was removed."""
+def _remove_leftovers(plan: LaunchPlan, ops: Path, before: bool) -> list[str]:
+    """Before a start: stale JIT-build locks in the op cache `ops` (a rank waiting on one never starts) and buffers
+    under this job's port. After the job: its shared-memory buffers, which DeepSpeed never unlinks. Returns what was
+    removed."""
     messages = []
     if before:
-        locks = leftovers.remove(leftovers.stale_jit_locks(leftovers.extensions_dir(plan.env)))
+        locks = leftovers.remove(leftovers.stale_jit_locks(ops))
         if locks:
             messages.append("removed stale JIT-build lock(s) no live process held (a killed process left them; "
                             "loading the op would have waited forever): " + ", ".join(map(str, locks)))

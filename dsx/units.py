@@ -46,6 +46,11 @@ def fmt_gib(n: float | None) -> str:
     return "-" if n is None else f"{n / GIB:,.1f}"
 
 
+def gib(n: float) -> str:
+    """'129.71 GiB': bytes as GiB with two decimals and the unit (what needs, and what there is, in fit messages)."""
+    return f"{n / GIB:.2f} GiB"
+
+
 def fmt_mib(n: float | None) -> str:
     """Bytes as MiB with one decimal and thousands separators."""
     return "-" if n is None else f"{n / MIB:,.1f}"

@@ -79,3 +79,15 @@ def test_the_rank_script_takes_its_own_folder_off_sys_path():
              f"print('still on sys.path' if {folder!r} in sys.path else 'removed')\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert "--plan-json" in out.stdout and out.stdout.strip().endswith("removed"), out.stdout + out.stderr
+
+
+def test_a_rank_can_only_stamp_the_phases_the_protocol_names(tmp_path):
+    from dsx.rank.progress import Progress
+
+    progress = Progress(tmp_path, rank=0, local_rank=0, world_size=1)
+    progress.phase("imported")
+    assert read_rank_report(tmp_path, 0).phase == "imported"
+    with pytest.raises(ValueError, match=r"^not a rank phase: 'model_build' \(dsx.rank.protocol.PHASES\)$"):
+        progress.phase("model_build")
+    with pytest.raises(ValidationError):
+        RankReport(rank=0, phase="halfway")

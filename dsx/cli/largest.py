@@ -6,7 +6,7 @@ import json
 
 import click
 
-from dsx.fit import gib
+from dsx.units import fmt_gib, gib
 
 
 GIVEN_REFUSED = {"config": "--config", "preset": "--preset", "pipeline_stages": "--pipeline-stages",
@@ -92,7 +92,7 @@ def _lines(answer, spec, gpu_kind: str, host: int, min_tflops: float | None) -> 
         tflops = e.tokens_per_s * _flops_per_token(spec, rung, _family(answer)) / e.world_size / 1e12
         lines += [f"  configuration: {answer.plan.configuration.label}, micro-batch {answer.plan.start} "
                   f"(predicted largest {answer.plan.predicted_max})",
-                  f"  predicted: {e.peak_allocated / 1024**3:.1f} GiB allocated on the GPU, host "
+                  f"  predicted: {fmt_gib(e.peak_allocated)} GiB allocated on the GPU, host "
                   f"{gib(e.host_per_rank)} per rank, {e.tokens_per_s:,.0f} tokens/s, {tflops:,.0f} model TFLOP/s per "
                   f"GPU; binds: {e.binding}",
                   f"  run it: {_command(answer, spec)}"]

@@ -19,3 +19,13 @@ class LintContext:
     """Paths whose "auto" the Trainer/accelerate will fill (known to exist, value unknown)."""
     autos: set[str] = field(default_factory=set)
     """Paths that held "auto" (filled or already reported): later rules must not call them missing."""
+
+
+def as_dict(value) -> dict:
+    """A section as a dict, {} when it is anything else: rules read configs whose types may still be wrong."""
+    return value if isinstance(value, dict) else {}
+
+
+def is_true(value) -> bool:
+    """Only the JSON true (DeepSpeed reads the string "false" as true; the section models reported that)."""
+    return value is True

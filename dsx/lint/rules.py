@@ -7,8 +7,13 @@ from __future__ import annotations
 from typing import Iterator
 
 from dsx.buckets import DEEPSPEED_DEFAULT, MEASURED_LARGE, MEASURED_SMALL, SMALL
+from dsx.config_facts import ONEBIT
 from dsx.lint.context import LintContext
+from dsx.lint.context import as_dict as _dict
+from dsx.lint.context import is_true as _is_true
 from dsx.lint.findings import Finding
+from dsx.lint.inert_rules import (activation_checkpointing, comms_logger_off, datastates, dead_keys,
+                                  deprecated_keys)
 
 STAGE3_ONLY = {
     # canonical field name -> True when setting it at stage < 3 loses something the user clearly wanted
@@ -23,15 +28,6 @@ STAGE3_ONLY = {
     "save_muon_momentum_buffer_in_memory": False, "leaf_module": False,
 }
 
-ONEBIT = {"onebitadam": "1-bit Adam", "zerooneadam": "0/1 Adam", "onebitlamb": "1-bit LAMB"}
-
-
-def _dict(value) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _is_true(value) -> bool:
-    return value is True
 
 
 def zero_stage(data: dict, ctx: LintContext) -> int | None:
@@ -397,7 +393,7 @@ def negative_clipping(data: dict, ctx: LintContext) -> Iterator[Finding]:
                       "use 0 to disable clipping, or a positive norm")
 
 
-# ---------------------------------------------------------------- blocks that do nothing
+# ---------------------------------------------------------------- pipeline, elasticity
 
 
 def pipeline_rules(data: dict, ctx: LintContext) -> Iterator[Finding]:
@@ -421,61 +417,6 @@ def pipeline_rules(data: dict, ctx: LintContext) -> Iterator[Finding]:
                       "remove managed_gradient_accumulation")
 
 
-def activation_checkpointing(data: dict, ctx: LintContext) -> Iterator[Finding]:
-    if "activation_checkpointing" not in data:
-        return
-    block = _dict(data["activation_checkpointing"])
-    effective = [k for k in ("partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
-                             "synchronize_checkpoint_boundary", "profile") if _is_true(block.get(k))]
-    if ctx.hf:
-        yield Finding("activation_checkpointing", "warning", "no-op-block",
-                      "the transformers Trainer never applies this block (it does not call "
-                      "deepspeed.checkpointing.configure)",
-                      "use TrainingArguments(gradient_checkpointing=True) instead")
-    elif not effective:
-        yield Finding("activation_checkpointing", "warning", "no-op-block",
-                      "this block turns nothing on; it is also only used when the model calls "
-                      "deepspeed.checkpointing.configure()/checkpoint()",
-                      "remove it, or enable partition_activations / cpu_checkpointing")
-
-
-def deprecated_keys(data: dict, ctx: LintContext) -> Iterator[Finding]:
-    zero = data.get("zero_optimization")
-    if isinstance(zero, bool):
-        yield Finding("zero_optimization", "warning", "deprecated-key",
-                      f"a boolean zero_optimization is the legacy form (means stage {1 if zero else 0})",
-                      f"write {{\"stage\": {1 if zero else 0}}}")
-        return
-    replacements = {
-        "cpu_offload": "offload_optimizer: {\"device\": \"cpu\"}",
-        "cpu_offload_param": "offload_param: {\"device\": \"cpu\"}",
-        "cpu_offload_use_pin_memory": "pin_memory inside offload_optimizer / offload_param (this value is "
-                                      "not forwarded)",
-        "stage3_gather_fp16_weights_on_model_save": "stage3_gather_16bit_weights_on_model_save",
-    }
-    for key, new in replacements.items():
-        if key in _dict(zero):
-            yield Finding(f"zero_optimization.{key}", "warning", "deprecated-key",
-                          f"'{key}' is deprecated", f"use {new}")
-
-
-def dead_keys(data: dict, ctx: LintContext) -> Iterator[Finding]:
-    if "disable_allgather" in data:
-        yield Finding("disable_allgather", "warning", "dead-key", "disable_allgather is parsed and never used",
-                      "remove it")
-    if "allgather_partitions" in _dict(data.get("zero_optimization")):
-        yield Finding("zero_optimization.allgather_partitions", "warning", "dead-key",
-                      "allgather_partitions is parsed and never used", "remove it")
-
-
-def datastates(data: dict, ctx: LintContext) -> Iterator[Finding]:
-    if "datastates_ckpt" in data and data["datastates_ckpt"] is not False:
-        yield Finding("datastates_ckpt", "warning", "datastates-enabled",
-                      "any value other than false enables DataStates checkpointing, even {\"enabled\": false}; "
-                      "deepspeed.initialize then needs the datastates package",
-                      "remove the key to keep it off")
-
-
 def elasticity_batch(data: dict, ctx: LintContext) -> Iterator[Finding]:
     elastic = _dict(data.get("elasticity"))
     if _is_true(elastic.get("enabled")) and not _is_true(elastic.get("ignore_non_elastic_batch_info")):
@@ -488,19 +429,10 @@ def elasticity_batch(data: dict, ctx: LintContext) -> Iterator[Finding]:
                           "remove the batch keys or set elasticity.ignore_non_elastic_batch_info")
 
 
-def comms_logger_off(data: dict, ctx: LintContext) -> Iterator[Finding]:
-    logger = data.get("comms_logger")
-    if isinstance(logger, dict) and logger.get("enabled") is False:
-        yield Finding("comms_logger.enabled", "warning", "comms-logger-on",
-                      "comms_logger.enabled false does not turn the logger off: DeepSpeed (0.18.9, 0.19.8) turns it on "
-                      "whenever the block is present, and it then synchronises the device after every collective",
-                      "remove the comms_logger block")
-
-
 RULES = [
     stage3_only_keys, offload_needs_zero, nvme_offload, zero3_reduce_scatter, compute_grad_norm_off,
-    zenflow_needs_offload, hpz_world_size, onebit_with_zero, optimizer_needs_whitelist, lamb_needs_dynamic_loss_scale, adam_means_adamw,
-    scheduler_without_optimizer, hf_zero_warmup, precision, version_dependent_defaults, batch_arithmetic,
-    sequence_parallel, zero_bucket_size, bucket_sizes, negative_clipping, pipeline_rules, activation_checkpointing, deprecated_keys, dead_keys,
-    datastates, elasticity_batch, comms_logger_off,
+    zenflow_needs_offload, hpz_world_size, onebit_with_zero, optimizer_needs_whitelist, lamb_needs_dynamic_loss_scale,
+    adam_means_adamw, scheduler_without_optimizer, hf_zero_warmup, precision, version_dependent_defaults,
+    batch_arithmetic, sequence_parallel, zero_bucket_size, bucket_sizes, negative_clipping, pipeline_rules,
+    activation_checkpointing, deprecated_keys, dead_keys, datastates, elasticity_batch, comms_logger_off,
 ]

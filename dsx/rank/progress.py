@@ -7,7 +7,7 @@ import socket
 import time
 from pathlib import Path
 
-from dsx.rank.protocol import RankReport, write_rank_report
+from dsx.rank.protocol import PHASES, Phase, RankReport, write_rank_report
 
 
 def _process_start() -> float:
@@ -29,7 +29,9 @@ class Progress:
             node_rank=int(os.environ["CROSS_RANK"]) if os.environ.get("CROSS_RANK") else None, pid=os.getpid(),
             times={"process_start": _process_start(), "started": time.time()})
 
-    def phase(self, name: str) -> None:
+    def phase(self, name: Phase) -> None:
+        if name not in PHASES:
+            raise ValueError(f"not a rank phase: {name!r} (dsx.rank.protocol.PHASES)")
         self.report.phase = name
         self.report.times[name] = time.time()
         self.write()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,7 +20,8 @@ from dsx.sparse.spec import SparsePlan
 
 PLAN_FILE = "plan.json"
 
-PHASES = ("started", "imported", "distributed", "model_built", "initialized", "warmup_done", "timed_done", "done")
+Phase = Literal["started", "imported", "distributed", "model_built", "initialized", "warmup_done", "timed_done", "done"]
+PHASES: tuple[str, ...] = get_args(Phase)
 """A rank's phases in order; RankReport.phase is the last one reached and RankReport.times[phase] its time."""
 
 TIMELINE = ("process_start", *PHASES[1:-1], "end")
@@ -167,7 +168,7 @@ class RankReport(BaseModel):
     node_rank: int | None = None
     pid: int | None = None
     status: Literal["running", "ok", "oom", "error"] = "running"
-    phase: str = "started"
+    phase: Phase = "started"
     error: str | None = None
     traceback: str | None = None
     device: str | None = None

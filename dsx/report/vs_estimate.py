@@ -1,8 +1,7 @@
 """`dsx report --vs-estimate`: dsx estimate's prediction next to what each row measured, and DeepSpeed's own estimator.
 
-dsx.estimate (which imports dsx.run, and builds the model with torch and transformers) is imported inside the
-functions only: a report that does not ask for a comparison never pays for it, and importing dsx.report never
-imports run or the launcher.
+dsx.estimate (which builds the model with torch and transformers) is imported inside the functions only: a report
+that does not ask for a comparison never pays for it.
 """
 
 from __future__ import annotations

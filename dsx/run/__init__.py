@@ -20,10 +20,6 @@ build time shows up in the row (overhead.ds_initialize_s, overhead.jit_built).
 
 from __future__ import annotations
 
-import time
-
-from dsx import leftovers
-from dsx.host import built_since
 from dsx.processes import run_plan
 from dsx.results import RunRow, append_row
 from dsx.run.gather import gather
@@ -42,19 +38,17 @@ __all__ = [
 ]
 
 
+def run(request: RunRequest) -> RunRow:
+    return execute(prepare(request))
+
+
 def execute(prepared: Prepared, on_start=None) -> RunRow:
     """Launch, wait (killing the whole process group on timeout or Ctrl-C), gather, append the row.
 
     on_start(process_group_id) is called once the launcher runs (`dsx sweep` records it to reap the group if dsx
     itself is killed)."""
-    ext = leftovers.extensions_dir(prepared.launch.env)
-    before = time.time() - 1.0
     completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
                          echo=prepared.request.echo, on_start=on_start)
-    row = gather(prepared, completed, built_since(ext, before))
+    row = gather(prepared, completed)
     append_row(prepared.request.results, row)
     return row
-
-
-def run(request: RunRequest) -> RunRow:
-    return execute(prepare(request))

@@ -244,9 +244,11 @@ def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Fig
     return comm_of(ranks, replicas, prepared.params, times, predicted)
 
 
-def gather(prepared: Prepared, completed, jit_built: list[str]) -> RunRow:
-    """The row of a finished (or failed, or killed) launch, from every rank's last report."""
+def gather(prepared: Prepared, completed) -> RunRow:
+    """The row of a finished (or failed, or killed) launch (dsx.processes.Completed), from every rank's last
+    report."""
     request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
+    jit_built = completed.jit_built
     ranks = [read_rank_report(prepared.run_dir, r) for r in range(world)]
     present = [r for r in ranks if r]
     status, error = status_of(prepared, ranks, completed)

@@ -11,14 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from dsx.config_facts import zero_stage
-from dsx.pipeline import (PipelineError, check_model, check_partition, check_stages, check_zero, config_interval,
-                          config_stages)
+from dsx.pipeline import PipelineError, check_layout, check_model, check_partition, config_interval, config_stages
 from dsx.rank.protocol import PipelinePlan
 from dsx.run.refused import RunRefused
-
-
-def _ranks_flag(request) -> str:
-    return "--hostfile" if request.hostfile else "--gpus"
 
 
 def _asked(request, stages: int) -> str:
@@ -30,6 +25,14 @@ def _asked(request, stages: int) -> str:
     return f"--config {request.config_path} (pipeline.stages {stages})"
 
 
+def _check(request, stages: int, world_size: int, zero: int) -> None:
+    """The stages divide the ranks and run with this ZeRO stage (dsx.pipeline.check_layout), else RunRefused."""
+    try:
+        check_layout(stages, world_size, zero, "--hostfile" if request.hostfile else "--gpus", _asked(request, stages))
+    except PipelineError as exc:
+        raise RunRefused(str(exc)) from None
+
+
 def pipeline_flags(request, changes: dict[str, Any], world_size: int) -> tuple[tuple[str, Any], ...]:
     """For a config made from flags (dsx.generate.ConfigRequest `changes`, updated in place): the stage count, ZeRO-1
     when no stage was asked for (dsx's default ZeRO-2 does not run with a pipeline), and with --act-ckpt the
@@ -37,14 +40,10 @@ def pipeline_flags(request, changes: dict[str, Any], world_size: int) -> tuple[t
     stages = request.pipeline_stages or changes.get("pipeline_stages")
     if not stages:
         return ()
-    try:
-        check_stages(stages, world_size, _ranks_flag(request), _asked(request, stages))
-        changes["pipeline_stages"] = stages
-        if changes.get("zero") is None:
-            changes["zero"] = 1
-        check_zero(_asked(request, stages), changes["zero"])
-    except PipelineError as exc:
-        raise RunRefused(str(exc)) from None
+    changes["pipeline_stages"] = stages
+    if changes.get("zero") is None:
+        changes["zero"] = 1
+    _check(request, stages, world_size, changes["zero"])
     return (("pipeline.activation_checkpoint_interval", 1),) if request.act_ckpt else ()
 
 
@@ -62,11 +61,7 @@ def pipeline_stages(request, config: dict, world_size: int) -> int | None:
         if request.pipeline_partition is not None:
             raise RunRefused("--pipeline-partition needs --pipeline-stages N")
         return None
-    try:
-        check_stages(stages, world_size, _ranks_flag(request), _asked(request, stages))
-        check_zero(_asked(request, stages), zero_stage(config))
-    except PipelineError as exc:
-        raise RunRefused(str(exc)) from None
+    _check(request, stages, world_size, zero_stage(config))
     return stages
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dsx.config_facts import CONFIG_FLAGS, config_flags
 from dsx.lint.autos import auto_paths
 from dsx.host import detect_device
 from dsx.results import trial_key
@@ -18,16 +19,6 @@ from dsx.run.pipeline import pipeline_flags, pipeline_plan, pipeline_stages
 
 DEFAULT_RESULTS = "results/runs.jsonl"
 DEFAULT_TIMEOUT_S = 3600.0
-
-CONFIG_FLAGS = ("zero", "offload", "offload_params", "nvme_path", "precision", "micro_batch", "grad_accum",
-                "optimizer", "lr", "onebit")
-"""The dsx.generate.ConfigRequest fields that `dsx run`, `dsx estimate` and `dsx sweep` take as flags."""
-
-
-def config_flags(values: dict[str, Any]) -> dict[str, Any]:
-    """The config flags out of a command's keyword arguments (None where not given)."""
-    return {key: values.get(key) for key in CONFIG_FLAGS}
-
 
 @dataclass(kw_only=True)
 class RunRequest(NodeRequest):

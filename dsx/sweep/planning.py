@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
 from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import run_request
+from dsx.units import fmt_gib
 
 
 def preflight(spec: SweepSpec) -> dict[Configuration, str]:
@@ -130,12 +131,11 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
         beside_gpu = [r for r in predicted.resources[1:] if not r["fits"]]
         if beside_gpu:
             item.skip = "predicted not to fit: " + "; ".join(
-                f"{r['name']} needs {r['needed'] / 1024**3:.1f} GiB ({r['detail']}), has {r['capacity'] / 1024**3:.1f} "
-                f"GiB" for r in beside_gpu) + " (--no-prune runs it)"
+                f"{r['name']} needs {fmt_gib(r['needed'])} GiB ({r['detail']}), has {fmt_gib(r['capacity'])} GiB"
+                for r in beside_gpu) + " (--no-prune runs it)"
         elif predicted.max_micro_batch is None:
-            needed = predicted.needed / 1024**3
-            item.skip = (f"predicted not to fit: {needed:.1f} GiB at micro-batch {first}, "
-                         f"{predicted.capacity / 1024**3:.1f} GiB available (--no-prune runs it)")
+            item.skip = (f"predicted not to fit: {fmt_gib(predicted.needed)} GiB at micro-batch {first}, "
+                         f"{fmt_gib(predicted.capacity)} GiB available (--no-prune runs it)")
         elif fixed:
             item.skip_micro_batches = [mb for mb in spec.micro_batch if mb > predicted.max_micro_batch]
             runnable = [mb for mb in spec.micro_batch if mb <= predicted.max_micro_batch]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dsx.config_facts import config_flags
 from dsx.results import read_rows
 from dsx.sweep.grid import Configuration, SweepSpec
 
@@ -36,10 +37,11 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
             vocab_pad = value
         else:
             overrides[key] = value
-    flags = {"zero": configuration.zero, "offload": configuration.offload,
-             "offload_params": configuration.offload_params, "nvme_path": spec.nvme_path,
-             "precision": configuration.precision, "micro_batch": micro_batch,
-             "grad_accum": configuration.grad_accum or spec.grad_accum, "optimizer": spec.optimizer, "lr": spec.lr}
+    flags = config_flags(dict(zero=configuration.zero, offload=configuration.offload,
+                              offload_params=configuration.offload_params, nvme_path=spec.nvme_path,
+                              precision=configuration.precision, micro_batch=micro_batch,
+                              grad_accum=configuration.grad_accum or spec.grad_accum, optimizer=spec.optimizer,
+                              lr=spec.lr))
     request = RunRequest(
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
         ds_sets=tuple(spec.ds_sets) + axis_sets(configuration), gpus=configuration.gpus, steps=spec.steps,
@@ -72,6 +74,8 @@ def axis_sets(configuration: Configuration) -> tuple[str, ...]:
 
 def run_command(request) -> list[str]:
     """The `dsx run` command line that repeats this trial on its own (what `dsx report --best` prints)."""
+    from dsx.run.nodes import NODE_KEYS
+
     argv = ["dsx", "run", "--model", request.model]
     for key, value in request.overrides.items():
         argv += ["--set", f"{key}={json.dumps(value)}"]
@@ -103,8 +107,7 @@ def run_command(request) -> list[str]:
     if request.memory_cap is not None:
         argv += ["--memory-cap", str(request.memory_cap)]
     if request.hostfile:
-        for key in ("hostfile", "launcher", "include", "exclude", "num_nodes", "master_addr", "master_port",
-                    "ssh_port"):
+        for key in NODE_KEYS:
             value = getattr(request, key)
             if value is not None and not (key == "launcher" and value == "pdsh"):
                 argv += ["--" + key.replace("_", "-"), str(value)]
