@@ -82,6 +82,11 @@ def test_bytes_are_the_zero_papers_volume_of_the_logged_input_size(name, factor)
     assert volume_bytes(name, 1000, world_size=4) == 1000 * factor
 
 
+def test_an_all_gather_counts_the_ranks_of_the_group_it_gathered_over_when_the_rank_counted_them():
+    """hpZ's secondary partition: a rank's 1000-byte shard gathered over a group of 2 in a world of 4."""
+    assert volume_bytes("all_gather_into_tensor", 1000, world_size=4, gathered_bytes=2000) == 2000
+
+
 # ----------------------------------------------------------------------------------------------- the prediction
 
 
@@ -167,6 +172,13 @@ def test_a_1_bit_optimizer_compresses_to_a_quarter_byte_per_parameter(tiny):
     assert (p.bytes_per_step, p.compressed_bytes_per_step) == (2 * tiny.total * 2, tiny.total / 4)
 
 
+def test_a_1_bit_optimizer_on_one_rank_compresses_to_nothing(tiny):
+    config = {**zero(0, "fp16"), "optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 2}}}
+    p = predict(config, tiny, 1)
+    assert (p.bytes_per_step, p.compressed_bytes_per_step) == (2 * tiny.total * 2, 0.0)
+    assert p.notes[-1].startswith("1-bit on one rank: the compressed steps have no peer")
+
+
 # -------------------------------------------------------------------------------------- the ranks' counts -> row
 
 
@@ -228,6 +240,7 @@ def test_the_rank_counts_only_what_a_timed_step_sent_under_each_ops_name(single_
         dist.all_reduce(torch.ones(10))
         dist.all_reduce(torch.ones(6, dtype=torch.bfloat16))
         dist.broadcast(torch.ones(4), 0)
+        dist.all_gather_into_tensor(torch.empty(8), torch.ones(8))  # over the group of one: 32 bytes gathered
         counter.after_step()
         counter.before_step()
         counter.after_step()
@@ -235,7 +248,8 @@ def test_the_rank_counts_only_what_a_timed_step_sent_under_each_ops_name(single_
         dist.configure(enabled=was)
     log = counter.log()
     assert log.steps == [{"all_reduce": CollectiveCount(calls=2, logged_bytes=40 + 12),
-                          "broadcast": CollectiveCount(calls=1, logged_bytes=16)}, {}]
+                          "broadcast": CollectiveCount(calls=1, logged_bytes=16),
+                          "all_gather_into_tensor": CollectiveCount(calls=1, logged_bytes=32, gathered_bytes=32)}, {}]
     assert log.compressed == [True, True] and log.note is None
     assert totals({"all_reduce | [Caller Func: f]": {8: [2, [], [], []]}, "all_reduce": {4: [1, [], [], []]}}) == {
         "all_reduce": (3, 20)}
@@ -309,3 +323,14 @@ def test_qwz_on_cpu_ranks_is_refused_before_anything_starts(tmp_path):
         "quantizer has no CPU kernel (its ranks fail with 'This op had not been implemented on CPU backend'); run it "
         "on GPUs")
     assert not (tmp_path / "runs.jsonl").exists()
+
+
+def test_dsx_runs_comm_line_judges_a_1_bit_run_by_its_warm_up_steps_and_shows_each_phase():
+    from dsx.results import parse_row, read_rows
+    from dsx.run.summary import comm_line
+
+    onebit_adam = parse_row(read_rows(Path(__file__).parent.parent / "bench/onebit/h100/runs.jsonl")[2])
+    assert comm_line(onebit_adam) == (
+        "  comm        207.7 MiB/step (1.75 bytes/param), predicted 474.8 MiB (x1.00 over the warm-up steps), ZeRO "
+        "paper 474.8 MiB; warmup steps 474.8 MiB/step, 53.4 ms/step; compressed steps 2 B/step, 55.5 ms/step "
+        "(predicted 29.7 MiB)")

@@ -1,12 +1,13 @@
-"""Proof: the bytes DeepSpeed's ZeRO-1/2/3 move per step on 2 gloo ranks, counted by its comms logger, match what
+"""Proof: the bytes DeepSpeed's ZeRO-1/2/3 move per step on gloo ranks, counted by its comms logger, match what
 dsx predicts (dsx.comm.predict) within TOLERANCE.
 
-Six real runs of gpt2-tiny (172,288 parameters, bf16), shared by every test here (one module-scoped fixture, one
-results file): ZeRO-1, ZeRO-2 with 2 accumulated micro-batches, ZeRO-3 with its tensors kept whole (persistence
+Seven real runs of gpt2-tiny (172,288 parameters, bf16; 2 ranks, one run 4), shared by every test here (one
+module-scoped fixture, one results file): ZeRO-1, ZeRO-2 with 2 accumulated micro-batches, ZeRO-3 with its tensors kept whole (persistence
 1e5, DeepSpeed's default and what dsx writes on GPUs; dsx writes 0 on CPU ranks), ZeRO-3 with nothing kept
 between uses (persistence threshold, reuse distance and prefetch 0: the ZeRO paper's 3N, plus the tied embedding
 gathered at each of its uses), and ZeRO-3 with ZeRO++ on one node: quantized gradients (qgZ), which DeepSpeed
-reduce-scatters as without it there, and a secondary partition (hpZ) over both ranks (qwZ has no CPU kernel).
+reduce-scatters as without it there, and a secondary partition (hpZ) over both ranks and, on 4 ranks, over groups of
+2 (qwZ has no CPU kernel, qgZ quantises only across nodes: neither is measured on CPU ranks).
 
 TOLERANCE is 1%: what the prediction leaves out is the gradient-norm and overflow all-reduces (5 to 8 bytes per
 step), the broadcasts ZeRO-3 makes in its first step after the warm-up (1,448 bytes once: 0.1% of a step over two
@@ -42,6 +43,11 @@ RUNS = {
                   "--ds-set", "zero_optimization.zero_quantized_gradients=true"],
     "zero3-hpz": ["--zero", "3", "--ds-set", "zero_optimization.stage3_param_persistence_threshold=100000",
                   "--ds-set", "zero_optimization.zero_hpz_partition_size=2"],
+    "zero3-hpz-4ranks-nothing-kept": ["--gpus", "4", "--zero", "3",
+                                      "--ds-set", "zero_optimization.stage3_param_persistence_threshold=0",
+                                      "--ds-set", "zero_optimization.stage3_max_reuse_distance=0",
+                                      "--ds-set", "zero_optimization.stage3_prefetch_bucket_size=0",
+                                      "--ds-set", "zero_optimization.zero_hpz_partition_size=2"],
 }
 
 
@@ -66,7 +72,7 @@ def rows(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("name", list(RUNS))
 def test_measured_bytes_per_step_match_the_prediction(rows, name):
     row, _ = rows[name]
-    predicted = predict(row.ds_config, param_facts(resolve_model("gpt2-tiny")), 2, row.grad_accum)
+    predicted = predict(row.ds_config, param_facts(resolve_model("gpt2-tiny")), row.world_size, row.grad_accum)
     assert row.comm.predicted.bytes_per_step == predicted.bytes_per_step
     assert row.comm.bytes_per_step == pytest.approx(predicted.bytes_per_step, rel=TOLERANCE)
     assert row.comm.steps == 2 and row.comm.bytes_per_step_max == row.comm.bytes_per_step  # data parallel: alike
@@ -105,6 +111,20 @@ def test_qgz_on_one_node_reduce_scatters_the_gradients_unquantised(rows):
     qgz, plain = rows["zero3-qgz"][0].comm, rows["zero3"][0].comm
     assert set(qgz.collectives) == set(plain.collectives) and "all_to_all_single" not in qgz.collectives
     assert qgz.bytes_per_step == plain.bytes_per_step
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_hpz_gathers_within_its_secondary_partition_count_their_own_group(rows):
+    """4 ranks, hpZ groups of 2, nothing kept between uses: the forward gathers a quarter of each parameter from each
+    of 4 ranks, the backward a half from each of 2 (its secondary partition); both gather whole parameters, so the
+    volume is plain ZeRO-3's with nothing kept. Counting the backward's gathers over 4 ranks would add 600,576 bytes
+    (the logger's shards x 4: 1,545,728 where 945,152 were gathered)."""
+    hpz, plain = rows["zero3-hpz-4ranks-nothing-kept"][0].comm, rows["zero3-nothing-kept"][0].comm
+    gathers = hpz.collectives["all_gather_into_tensor"]
+    assert gathers.bytes_per_step == plain.collectives["all_gather_into_tensor"].bytes_per_step == 945_152
+    assert gathers.logged_bytes_per_step * 4 == 1_545_728
+    assert hpz.bytes_per_step == pytest.approx(hpz.predicted.bytes_per_step, rel=TOLERANCE)
 
 
 @pytest.mark.slow

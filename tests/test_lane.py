@@ -75,6 +75,40 @@ def test_dsx_run_with_a_bad_python_says_so_in_one_line_and_exits_2(tmp_path):
     assert not (tmp_path / "runs.jsonl").exists() and "Traceback" not in out.stderr
 
 
+@pytest.fixture(scope="module")
+def bad_pythons(tmp_path_factory) -> dict[str, tuple[Path, str]]:
+    """Interpreters --python refuses, each with the end of its one-line error."""
+    folder = tmp_path_factory.mktemp("bad")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder / "bare")], check=True)
+    bare = folder / "bare" / "bin" / "python"
+    fake = folder / "python"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    return {"no DeepSpeed": (bare, f"has no DeepSpeed (install it there, e.g. {bare} -m pip install "
+                                   "deepspeed==0.18.9)"),
+            "not Python": (fake, "not a Python interpreter dsx can use (it printed no answer)")}
+
+
+COMMANDS = {"run": ["run", "--model", "gpt2-tiny"], "sweep": ["sweep", "--model", "gpt2-tiny", "--zero", "1"],
+            "launch": ["launch", "--config", str(ROOT / "tests/fixtures/configs/clean_zero2.json")]}
+
+
+@pytest.mark.slow  # one subprocess each
+@pytest.mark.parametrize("bad", ["no DeepSpeed", "not Python"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_with_a_lane_refuses_a_bad_python_in_one_line_and_records_nothing(bad_pythons, tmp_path,
+                                                                                          command, bad):
+    python, why = bad_pythons[bad]
+    args = [*COMMANDS[command], "--python", str(python), "--results", str(tmp_path / "runs.jsonl")]
+    args += ["--", "python", "train.py"] if command == "launch" else []
+    out = subprocess.run([sys.executable, "-m", "dsx", *args], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")},
+                         timeout=120)
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == f"Error: --python {python}: {why}", out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "runs.jsonl").exists()
+    assert not (tmp_path / "runs").exists() and not out.stderr.startswith("dsx sweep")  # refused before the plan
+
+
 def test_the_probe_asks_once_and_asks_again_when_the_interpreter_or_its_packages_change(env, monkeypatch):
     first = probe(sys.executable, env)
     assert first.deepspeed and first.python == os.path.abspath(sys.executable)

@@ -285,9 +285,19 @@ def test_best_lints_a_row_against_the_deepspeed_it_ran_on(tmp_path):
     out = tmp_path / "best.json"
     result = report(ONEBIT_H100, "--best", "-o", out)
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "best: run bf57151e (gpt2, z0 fp16, micro-batch 8, H100)"
+    assert result.stdout.splitlines()[0] == "best: run bf57151e (gpt2, z0 fp16 OneBitAdam, micro-batch 8, H100)"
     assert json.loads(out.read_text())["optimizer"]["type"] == "OneBitAdam"
     assert f"  config: {out} (lint clean for DeepSpeed 0.18.9 at world size 1)" in result.stdout
+
+
+def test_the_communication_table_names_each_1_bit_optimizer_and_judges_its_warm_up_steps_by_the_prediction():
+    result = report(ONEBIT_H100, "--all", "--format", "markdown")
+    lines = [line for line in result.stdout.splitlines() if "| 0.18.9 |" in line]
+    assert [line.split(" | ")[2] for line in lines] == ["z0 fp16 OneBitAdam", "z0 fp16 ZeroOneAdam",
+                                                        "z0 fp16 OneBitLamb"]
+    # the mean over both phases is 207.7 MiB; the warm-up steps send the predicted 474.8 MiB
+    assert all(line.split(" | ")[7:9] == ["474.8 MiB", "1.000"] for line in lines)
+    assert lines[0].split(" | ")[-1] == "2 B, 55 ms (9 steps; predicted 29.7 MiB) |"
 
 
 def test_best_with_a_target_lints_against_that_version(tmp_path):

@@ -174,6 +174,14 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
         bucket_size=_buckets(bucket_size),
     )
+    if python:  # a bad interpreter is refused before the sweep announces anything
+        from dsx.run.refused import RunRefused
+        from dsx.run.request import resolve_lane
+
+        try:
+            resolve_lane(python)
+        except RunRefused as exc:
+            raise click.UsageError(str(exc)) from None
     search_note = _default_search(spec, ctx)
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")

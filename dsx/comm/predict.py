@@ -25,7 +25,8 @@ tests/test_comm_cpu.py) sends:
               + the all-gather of the persistent parameters after each optimizer step   N_persist·p
     one rank  the gradients are still all-reduced (reduce-scattered) on a group of one; every all-gather is skipped
     1-bit     Adam / 0-1 Adam / LAMB (ZeRO-0): warm-up like ZeRO-0; compressed steps send the signs (1 bit per
-              element) through an all-to-all and an all-gather: about N/4 bytes, plus a scale per chunk
+              element) through an all-to-all and an all-gather: about N/4 bytes, plus a scale per chunk (on one
+              rank nothing)
     ZeRO++    qwZ: the parameter all-gathers in int8 (1 byte, scales ignored); qgZ: the 2-D gradients through two
               int4 all-to-alls (0.5 byte in the intra-node one, 0.5/L in the inter-node one, L = ranks per node;
               1-D ones still reduce-scatter); hpZ: the backward gathers stay within groups of
@@ -44,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsx.config_facts import precision_of, zero_stage
-from dsx.lint.rules import ONEBIT
+from dsx.config_facts import ONEBIT
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
@@ -156,10 +157,14 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
         parts["gradients"] = per_reduction * reductions
         if stage:
             parts["parameters (all-gather after the step)"] = float(n * p) if gathers else 0.0
-        if kind in ONEBIT:
+        if kind in ONEBIT and gathers:
             compressed = n / 4.0
             notes.append("1-bit: compressed steps send about N/4 bytes (signs through an all-to-all and an all-gather)"
                          "; 0/1 Adam also skips communication on its local steps")
+        elif kind in ONEBIT:
+            compressed = 0.0
+            notes.append("1-bit on one rank: the compressed steps have no peer to send their signs to (measured: 2 "
+                         "bytes a step on one H100, bench/onebit)")
     else:
         paper = 3.0 * n * g
         threshold = _zero_value(zero, "param_persistence_threshold", "stage3_param_persistence_threshold", 100_000)
@@ -196,8 +201,8 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
                              "all-to-alls run only when the ranks span several nodes)")
         hpz = _zero_value(zero, "zero_hpz_partition_size", None, 1)
         if hpz > 1:
-            notes.append(f"hpZ: backward gathers within groups of {hpz} ranks (the comms logger records no group: "
-                         "dsx counts every all-gather as one over all ranks)")
+            notes.append(f"hpZ: backward gathers within groups of {hpz} ranks: the same volume, less of it between "
+                         "nodes")
     total = float(sum(parts.values()))
     return CommPrediction(bytes_per_step=total, paper_bytes_per_step=paper, parts=parts,
                           compressed_bytes_per_step=compressed, notes=notes)

@@ -5,9 +5,9 @@ Two figures per collective and timed step (RunRow.comm.collectives):
   (dsx.rank.comms says where DeepSpeed computes it). For an all-gather that is this rank's shard.
 - bytes: the ZeRO paper's data volume, the unit its "2Ψ per step" and "3Ψ per step" are in: an all-reduce of T
   bytes counts 2T (a reduce-scatter plus an all-gather of T), an all-gather counts the gathered output (logged x
-  world size: the logger records no process group, so like DeepSpeed's own bandwidth figures this assumes the
-  world; gathers over smaller groups, hpZ's secondary partition, are over-counted), a reduce-scatter, an all-to-all,
-  a broadcast, a send or a recv its input. What one rank actually puts on the wire is smaller by about (n-1)/n
+  the ranks of the group it gathered over, which the rank reads from each call: hpZ's secondary partition gathers
+  over fewer ranks than the world; logged x world size for a rank that did not say), a reduce-scatter, an
+  all-to-all, a broadcast, a send or a recv its input. What one rank actually puts on the wire is smaller by about (n-1)/n
   for the ring collectives (NCCL's "bus bandwidth" factor): 1/2 of it on 2 ranks.
 
 Per step is the mean over the timed steps (a 1-bit run's phases each get their own mean). `bytes_per_param` is
@@ -27,13 +27,13 @@ VOLUME_FACTORS = {"all_reduce": 2, "all_reduce_coalesced": 2, "inference_all_red
 GATHERS = ("all_gather", "all_gather_into_tensor", "allgather_fn", "all_gather_base")
 
 METHOD = ("DeepSpeed's comms logger (comms_logger, prof_all) over the timed steps; bytes: the ZeRO paper's volume "
-          "(dsx.comm.volume: all-reduce 2x, all-gather x world size, others 1x the logged input size); the logger "
-          "synchronises the device after every collective, inside the timed steps")
+          "(dsx.comm.volume: all-reduce 2x, all-gather x the ranks of its group, others 1x the logged input size); "
+          "the logger synchronises the device after every collective, inside the timed steps")
 
 
-def volume_bytes(name: str, logged_bytes: float, world_size: int) -> float:
+def volume_bytes(name: str, logged_bytes: float, world_size: int, gathered_bytes: float | None = None) -> float:
     if name in GATHERS:
-        return float(logged_bytes) * world_size
+        return float(gathered_bytes) if gathered_bytes is not None else float(logged_bytes) * world_size
     return float(logged_bytes) * VOLUME_FACTORS.get(name, 1)
 
 
@@ -48,8 +48,10 @@ def _per_step(report: RankReport, world_size: int, steps: list[int] | None = Non
     for name in names:
         calls = sum(step[name].calls for step in chosen if name in step) / len(chosen)
         logged = sum(step[name].logged_bytes for step in chosen if name in step) / len(chosen)
+        counted = [step[name].gathered_bytes for step in chosen if name in step]
+        gathered = sum(counted) / len(chosen) if counted and None not in counted else None
         out[name] = CollectiveComm(calls_per_step=calls, logged_bytes_per_step=logged,
-                                   bytes_per_step=volume_bytes(name, logged, world_size))
+                                   bytes_per_step=volume_bytes(name, logged, world_size, gathered))
     return out
 
 

@@ -10,6 +10,11 @@ and broadcast. Those are the `logged_bytes` here, unchanged; dsx.comm turns them
 Collectives called on torch.distributed directly, bypassing deepspeed.comm, are not seen (DeepSpeed's ZeRO, 1-bit
 and ZeRO++ code go through deepspeed.comm).
 
+The logger records no process group, so an all-gather's gathered volume (logged bytes x the ranks it gathers
+over) cannot be read from it: hpZ gathers within a secondary partition smaller than the world. The counter wraps
+deepspeed.comm's `get_msg_size_from_args` (which `timed_op` calls for exactly the calls the logger records, in
+0.18.9 and 0.19.8) and adds up, per log name, each gather's message size x its group's size.
+
 The counter empties the logger when the timed steps begin and after each of them (outside the clock) and reads
 its totals at the end of each, so deepspeed.initialize's broadcasts and the warm-up steps are not counted and the
 logger's lists of latencies do not grow with the run.
@@ -23,8 +28,13 @@ keeps the walk to one step's calls; `dsx run --no-comm-log` times a run without 
 
 from __future__ import annotations
 
-from dsx.lint.rules import ONEBIT
+import inspect
+
+from dsx.config_facts import ONEBIT
 from dsx.rank.protocol import CollectiveCount, CommLog
+
+GATHER_LOG_NAMES = ("all_gather", "all_gather_into_tensor", "allgather_fn", "all_gather_base")
+"""The log names of deepspeed.comm's all-gathers (dsx.comm.volume.GATHERS)."""
 
 
 def totals(comms_dict: dict) -> dict[str, tuple[int, int]]:
@@ -55,8 +65,29 @@ class CommCounter:
         kind = str((ds_config.get("optimizer") or {}).get("type", "")).lower()
         self.onebit = kind in ONEBIT
         self.result = CommLog(compressed=[] if self.onebit else None)
+        self.gathered: dict[str, int] = {}
+        """Log name -> this step's gathered bytes (message size x group size) of its all-gathers."""
         if not self.logger.enabled:
             self.result.note = "DeepSpeed's comms logger was off (dsx run --no-comm-log)"
+        else:
+            self._count_gather_groups(ds_comm)
+
+    def _count_gather_groups(self, ds_comm) -> None:
+        """Wrap deepspeed.comm's message sizing so each logged all-gather adds its size x its group's ranks."""
+        current = ds_comm.get_msg_size_from_args
+        original = getattr(current, "__wrapped__", current)  # a later counter replaces an earlier one's wrapper
+        gathered = self.gathered
+
+        def sized(func, *args, **kwargs):
+            size = original(func, *args, **kwargs)
+            name = kwargs.get("log_name") or _default_log_name(func)
+            if name in GATHER_LOG_NAMES and size:
+                group = inspect.signature(func).bind_partial(*args, **kwargs).arguments.get("group")
+                gathered[name] = gathered.get(name, 0) + size * ds_comm.get_world_size(group=group)
+            return size
+
+        sized.__wrapped__ = original
+        ds_comm.get_msg_size_from_args = sized
 
     @property
     def enabled(self) -> bool:
@@ -69,6 +100,7 @@ class CommCounter:
 
     def _forget(self) -> None:
         self.logger.comms_dict.clear()
+        self.gathered.clear()
         self._reset_timers()
 
     def begin(self) -> None:
@@ -84,9 +116,16 @@ class CommCounter:
     def after_step(self) -> None:
         if not self.enabled:
             return
-        self.result.steps.append({name: CollectiveCount(calls=calls, logged_bytes=logged)
+        self.result.steps.append({name: CollectiveCount(calls=calls, logged_bytes=logged,
+                                                        gathered_bytes=self.gathered.get(name))
                                   for name, (calls, logged) in totals(self.logger.comms_dict).items() if calls})
         self._forget()
 
     def log(self) -> CommLog:
         return self.result
+
+
+def _default_log_name(func) -> str:
+    """The name deepspeed.comm logs an op under when the call gives none: its log_name default, else its name."""
+    default = inspect.signature(func).parameters.get("log_name")
+    return default.default if default is not None and isinstance(default.default, str) else func.__name__

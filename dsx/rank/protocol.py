@@ -126,6 +126,9 @@ class CollectiveCount(BaseModel):
 
     calls: int = 0
     logged_bytes: int = 0
+    gathered_bytes: int | None = None
+    """All-gathers: each call's logged bytes x the ranks of the group it gathered over (the logger records no group;
+    dsx.rank.comms reads it from the call), so a gather within hpZ's secondary partition counts its own group."""
 
 
 class CommLog(BaseModel):

@@ -14,13 +14,23 @@ SHORT = {"all_reduce": "AR", "all_gather_into_tensor": "AG", "all_gather": "AG",
 """The calls column's names for DeepSpeed's log names (others as they are)."""
 
 
-def _phase(comm: dict, name: str) -> str:
+def _phase(comm: dict, name: str, predicted: float | None = None) -> str:
     phase = (comm.get("phases") or {}).get(name)
     if not phase:
         return "-"
     time = phase.get("step_time_s_median")
     return (f"{format_bytes(phase.get('bytes_per_step'))}" + (f", {time * 1e3:.0f} ms" if time else "")
-            + f" ({len(phase['steps'])} steps)")
+            + f" ({len(phase['steps'])} steps" + (f"; predicted {format_bytes(predicted)}" if predicted is not None
+                                                  else "") + ")")
+
+
+def measured_over_predicted(comm: dict) -> float | None:
+    """The measured bytes per step over the prediction: a 1-bit row's warm-up steps (what the prediction is for;
+    its compressed steps have their own, compressed_bytes_per_step), else all its timed steps."""
+    predicted = (comm.get("predicted") or {}).get("bytes_per_step")
+    warmup = (comm.get("phases") or {}).get("warmup")
+    measured = warmup.get("bytes_per_step") if warmup else comm.get("bytes_per_step")
+    return measured / predicted if predicted and measured is not None else None
 
 
 def comm_table(rows: list[dict]) -> Table | None:
@@ -33,21 +43,23 @@ def comm_table(rows: list[dict]) -> Table | None:
         c = r["comm"]
         predicted = c.get("predicted") or {}
         pred = predicted.get("bytes_per_step")
+        ratio = measured_over_predicted(c)
         calls = " ".join(f"{SHORT.get(name, name)}×{v['calls_per_step']:g}" for name, v in sorted(c["collectives"].items()))
         table.rows.append([
             gpu_label(r), model_text(r), label(r), (r.get("versions") or {}).get("deepspeed") or "-",
             format_bytes(c["bytes_per_step"]), format_bytes(c.get("bytes_per_step_max")),
             "-" if c.get("bytes_per_param") is None else f"{c['bytes_per_param']:.2f}", format_bytes(pred),
-            f"{c['bytes_per_step'] / pred:.3f}" if pred else "-", format_bytes(predicted.get("paper_bytes_per_step")),
-            calls or "-", _phase(c, "warmup"), _phase(c, "compressed"),
+            "-" if ratio is None else f"{ratio:.3f}", format_bytes(predicted.get("paper_bytes_per_step")),
+            calls or "-", _phase(c, "warmup"), _phase(c, "compressed", predicted.get("compressed_bytes_per_step")),
         ])
     table.legend = [
         "bytes: the ZeRO paper's data volume per rank (an all-reduce counts twice its tensor, an all-gather its "
         "gathered output, the rest their input), from DeepSpeed's comms logger over the timed steps, rank 0; max "
         "rank: the largest rank's; B/param: bytes / the model's parameters; calls/step: AR all-reduce, AG all-gather, "
         "RS reduce-scatter, A2A all-to-all, BC broadcast.",
-        "predicted: dsx estimate's figure for what DeepSpeed sends (dsx.comm.predict), ÷ pred. the measured over it; ZeRO paper: 2 x params (ZeRO "
-        "0-2) or 3 x params (ZeRO-3) in the communication dtype. 1-bit columns: the optimizer's uncompressed "
-        "warm-up and compressed steps, bytes and median step time each.",
+        "predicted: dsx estimate's figure for what DeepSpeed sends (dsx.comm.predict), ÷ pred. the measured over it "
+        "(a 1-bit row's warm-up steps); ZeRO paper: 2 x params (ZeRO 0-2) or 3 x params (ZeRO-3) in the "
+        "communication dtype. 1-bit columns: the optimizer's uncompressed warm-up and compressed steps, bytes and "
+        "median step time each, the compressed ones beside their own prediction.",
     ]
     return table

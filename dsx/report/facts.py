@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from dsx import config_facts
+from dsx.config_facts import ONEBIT
 from dsx.report.load import ReportError
 from dsx.units import fmt_gib
 
@@ -76,6 +77,9 @@ def derived_label(row: dict) -> str:
         extra.append(f"sparse={row['sparse_attention']['requested']}")
     if row.get("pipeline"):
         extra.append(f"pp{row['pipeline']['stages']}")
+    optimizer = str(((row.get("ds_config") or {}).get("optimizer") or {}).get("type", ""))
+    if optimizer.lower() in ONEBIT:  # the 1-bit optimizers run at ZeRO-0 fp16 alike: the optimizer tells them apart
+        extra.append(optimizer)
     return config_facts.configuration_label(zero=zero_stage(row), offload=opt, offload_params=param,
                                             precision=row["precision"], act_ckpt=row["toggles"]["act_ckpt"],
                                             compile=row["toggles"]["compile"], extra=extra,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dsx.config_facts import offload_devices, zero_stage
+from dsx.report.comm import measured_over_predicted
 from dsx.results import RunRow
 from dsx.run.pipeline import summary_lines as pipeline_lines
 from dsx.sparse.rows import summary_lines as sparse_lines
@@ -62,12 +63,15 @@ def comm_line(row: RunRow) -> str:
     text = f"  comm        {format_bytes(c.bytes_per_step)}/step"
     if c.bytes_per_param is not None:
         text += f" ({c.bytes_per_param:.2f} bytes/param)"
-    if c.predicted is not None and c.predicted.bytes_per_step:
-        text += (f", predicted {format_bytes(c.predicted.bytes_per_step)} "
-                 f"(x{c.bytes_per_step / c.predicted.bytes_per_step:.2f}), ZeRO paper "
+    ratio = measured_over_predicted(c.model_dump())
+    if ratio is not None:
+        of = " over the warm-up steps" if c.phases and "warmup" in c.phases else ""
+        text += (f", predicted {format_bytes(c.predicted.bytes_per_step)} (x{ratio:.2f}{of}), ZeRO paper "
                  f"{format_bytes(c.predicted.paper_bytes_per_step)}")
     for name, phase in (c.phases or {}).items():
         if phase.bytes_per_step is not None:
             time = f", {phase.step_time_s_median * 1e3:.1f} ms/step" if phase.step_time_s_median else ""
-            text += f"; {name} steps {format_bytes(phase.bytes_per_step)}/step{time}"
+            predicted = c.predicted.compressed_bytes_per_step if c.predicted and name == "compressed" else None
+            text += (f"; {name} steps {format_bytes(phase.bytes_per_step)}/step{time}"
+                     + (f" (predicted {format_bytes(predicted)})" if predicted is not None else ""))
     return text
