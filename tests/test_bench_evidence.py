@@ -63,3 +63,22 @@ def test_the_pipeline_readme_holds_what_the_summary_prints_from_the_committed_ro
     command = [sys.executable, "bench/pipeline/summary.py", "bench/pipeline/cpu/runs.jsonl"]
     printed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
     assert printed in (ROOT / "bench/pipeline/README.md").read_text()
+
+
+def test_the_clients_readme_table_holds_each_launch_rows_own_figures():
+    """bench/clients/README.md's H100 table, launch by launch: the Trainer's samples/s and tokens/s, the GPU's
+    NVML peak and the ranks' host RSS in GiB, as the committed rows record them; and the 3.7x between them."""
+    import json
+
+    rows = [json.loads(line) for line in (ROOT / "bench/clients/h100/runs.jsonl").read_text().splitlines() if line]
+    lines = (ROOT / "bench/clients/README.md").read_text().splitlines()
+    gib = 1024**3
+    for number, row in zip((1, 2), rows):
+        t, m = row["launch"]["trainer"], row["memory"]["max"]
+        [line] = [line for line in lines if line.startswith(f"| {number}. ")]
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        assert cells[2:] == [str(row["micro_batch"]), f"{t['samples_per_s']:.2f}", f"{t['tokens_per_s']:,.0f}",
+                             f"{m['nvml_used'] / gib:.1f}", f"{m['host_rss_peak'] / gib:.1f}",
+                             str(row["launch"]["exit_code"])]
+    speedup = rows[1]["launch"]["trainer"]["tokens_per_s"] / rows[0]["launch"]["trainer"]["tokens_per_s"]
+    assert f"trains **{speedup:.1f}x faster**" in (ROOT / "bench/clients/README.md").read_text()

@@ -2,6 +2,7 @@
 
 import json
 import re
+import os
 import subprocess
 import sys
 
@@ -251,3 +252,14 @@ def test_a_models_loss_logs_no_loss_type_warning(name):
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) > 0
     assert "loss_type" not in out.stderr
+
+
+@pytest.mark.slow  # a subprocess that counts a model on the meta device
+def test_dsx_estimate_prints_no_loss_type_warning(tmp_path):
+    """The message the issue saw on every estimate/sweep/run: dsx estimate builds the model (activations measured on
+    the meta device) and runs its loss, in a fresh process with an empty model cache."""
+    out = subprocess.run([sys.executable, "-m", "dsx", "estimate", "--model", "gpt2-tiny", "--gpu-kind", "h100-80gb"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr
+    assert "loss_type" not in out.stderr and "fits" in out.stdout

@@ -107,7 +107,8 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
                 raise RunRefused(str(exc)) from None
             checked = preflight.check(loaded.data, duplicate_keys=loaded.duplicate_keys, target=target,
                                       world_size=world, hf=hf, trainer=trainer, args=args, device=device,
-                                      accelerate=preflight.is_accelerate(config_arg))
+                                      accelerate=preflight.is_accelerate(config_arg),
+                                      transformers_version=lane.transformers if lane else None)
             if checked.errors:
                 lines = "\n".join(checked.error_lines())
                 raise RunRefused(f"{config_path} has errors for DeepSpeed {target} at world size {world}"
