@@ -242,6 +242,7 @@ def test_dsx_models_refuses_bad_keys_with_a_usage_error():
     assert result.exit_code == 2 and "apply to named models" in result.output
 
 
+@pytest.mark.slow  # a fresh interpreter each
 @pytest.mark.parametrize("name", ["gpt2-tiny", "bert-tiny"])
 def test_a_models_loss_logs_no_loss_type_warning(name):
     # transformers warns once per process: a fresh interpreter, a real forward with labels

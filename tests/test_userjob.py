@@ -201,6 +201,7 @@ def test_dsx_launch_accepts_a_trainer_config_with_hf_or_the_trainers_flag(tmp_pa
     assert "error" not in out.stderr
 
 
+@pytest.mark.slow  # dsx launch subprocesses
 def test_dsx_launch_gives_an_accelerate_script_the_config_in_accelerates_environment(tmp_path):
     """--config-arg accelerate: the environment `accelerate launch` gives a DeepSpeed plugin's script, nothing on its
     command line, and the fill rules of --hf (accelerate fills "auto")."""
@@ -216,6 +217,7 @@ def test_dsx_launch_gives_an_accelerate_script_the_config_in_accelerates_environ
     assert command.endswith("--no_local_rank train.py --steps 3") and str(config) not in command
 
 
+@pytest.mark.slow  # dsx launch subprocesses
 def test_dsx_launch_refuses_an_accelerate_script_on_several_cpu_ranks(tmp_path):
     err = launch_refusal(tmp_path, "--dry-run", "--config-arg", "accelerate", "--gpus", "2", "--config",
                          str(CONFIGS / "clean_zero2.json"), "--", "python", "train.py")
@@ -226,6 +228,7 @@ def test_dsx_launch_refuses_an_accelerate_script_on_several_cpu_ranks(tmp_path):
         "    fix: launch 1 CPU rank (--gpus 1), or run on GPUs"]
 
 
+@pytest.mark.slow  # dsx launch subprocesses
 def test_dsx_launch_lints_the_batch_sizes_the_trainer_leaves_for_the_launchs_world_size(tmp_path):
     """train_batch_size 4 with micro-batch 2 and "auto" accumulation holds at 1 or 2 ranks, at 4 for none."""
     config = tmp_path / "ds.json"
