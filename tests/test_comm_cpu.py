@@ -2,12 +2,12 @@
 dsx predicts (dsx.comm.predict) within TOLERANCE.
 
 Seven real runs of gpt2-tiny (172,288 parameters, bf16; 2 ranks, one run 4), shared by every test here (one
-module-scoped fixture, one results file): ZeRO-1, ZeRO-2 with 2 accumulated micro-batches, ZeRO-3 with its tensors kept whole (persistence
-1e5, DeepSpeed's default and what dsx writes on GPUs; dsx writes 0 on CPU ranks), ZeRO-3 with nothing kept
-between uses (persistence threshold, reuse distance and prefetch 0: the ZeRO paper's 3N, plus the tied embedding
-gathered at each of its uses), and ZeRO-3 with ZeRO++ on one node: quantized gradients (qgZ), which DeepSpeed
-reduce-scatters as without it there, and a secondary partition (hpZ) over both ranks and, on 4 ranks, over groups of
-2 (qwZ has no CPU kernel, qgZ quantises only across nodes: neither is measured on CPU ranks).
+module-scoped fixture, one results file): ZeRO-1, ZeRO-2 with 2 accumulated micro-batches, ZeRO-3 with its tensors kept
+whole (persistence 1e5, DeepSpeed's default and what dsx writes on GPUs; dsx writes 0 on CPU ranks), ZeRO-3 with
+nothing kept between uses (persistence threshold, reuse distance and prefetch 0: the ZeRO paper's 3N, plus the tied
+embedding gathered at each of its uses), and ZeRO-3 with ZeRO++ on one node: quantized gradients (qgZ), which
+DeepSpeed reduce-scatters as without it there, and a secondary partition (hpZ) over both ranks and, on 4 ranks, over
+groups of 2 (qwZ has no CPU kernel, qgZ quantises only across nodes: neither is measured on CPU ranks).
 
 TOLERANCE is 1%: what the prediction leaves out is the gradient-norm and overflow all-reduces (5 to 8 bytes per
 step), the broadcasts ZeRO-3 makes in its first step after the warm-up (1,448 bytes once: 0.1% of a step over two

@@ -139,7 +139,8 @@ def test_errors_only_hf_would_clear_are_folded_into_one_line_that_says_so():
         "optimizer.params.lr, optimizer.params.betas, optimizer.params.eps, optimizer.params.weight_decay, "
         "scheduler.params.warmup_min_lr, scheduler.params.warmup_max_lr, scheduler.params.warmup_num_steps, "
         "zero_optimization.reduce_bucket_size, gradient_accumulation_steps, gradient_clipping, train_batch_size, "
-        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed or accelerate)"]
+        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed "
+        "or accelerate)"]
 
 
 def test_errors_hf_would_not_clear_stay_listed_in_full():
@@ -189,7 +190,8 @@ def test_dsx_launch_without_hf_says_in_one_line_that_hf_would_clear_a_trainer_co
         "optimizer.params.lr, optimizer.params.betas, optimizer.params.eps, optimizer.params.weight_decay, "
         "scheduler.params.warmup_min_lr, scheduler.params.warmup_max_lr, scheduler.params.warmup_num_steps, "
         "zero_optimization.reduce_bucket_size, gradient_accumulation_steps, gradient_clipping, train_batch_size, "
-        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed or accelerate)"]
+        "train_micro_batch_size_per_gpu): if the script is one, launch with --hf (implied by --config-arg --deepspeed "
+        "or accelerate)"]
 
 
 @pytest.mark.parametrize("flags", [["--config-arg", "--deepspeed"], ["--hf"]])

@@ -9,8 +9,8 @@ import click
 
 from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, host_options,
                              model_options, pick_gpu_kind, pipeline_options)
-from dsx.units import gib as _gib
 from dsx.fit import host_capacity, nvme_capacity
+from dsx.units import gib as _gib
 
 
 def nvme_path_of(config: dict) -> str | None:

@@ -44,8 +44,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.config_facts import precision_of, zero_stage
-from dsx.config_facts import ONEBIT
+from dsx.config_facts import ONEBIT, precision_of, zero_stage
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 

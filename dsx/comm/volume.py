@@ -7,8 +7,8 @@ Two figures per collective and timed step (RunRow.comm.collectives):
   bytes counts 2T (a reduce-scatter plus an all-gather of T), an all-gather counts the gathered output (logged x
   the ranks of the group it gathered over, which the rank reads from each call: hpZ's secondary partition gathers
   over fewer ranks than the world; logged x world size for a rank that did not say), a reduce-scatter, an
-  all-to-all, a broadcast, a send or a recv its input. What one rank actually puts on the wire is smaller by about (n-1)/n
-  for the ring collectives (NCCL's "bus bandwidth" factor): 1/2 of it on 2 ranks.
+  all-to-all, a broadcast, a send or a recv its input. What one rank actually puts on the wire is smaller by about
+  (n-1)/n for the ring collectives (NCCL's "bus bandwidth" factor): 1/2 of it on 2 ranks.
 
 Per step is the mean over the timed steps (a 1-bit run's phases each get their own mean). `bytes_per_param` is
 bytes / the model's parameters: 6 for DeepSpeed's ZeRO-1 in bf16 (2 x 2 bytes of gradient all-reduce + 2 of
