@@ -145,13 +145,16 @@ def probe(python: str, env: Mapping[str, str], timeout_s: float = 60.0) -> Lane:
     return Lane(python=path, **known)
 
 
-def problems(lane: Lane, dsx_root: Path, dsx_version: str | None) -> list[str]:
+def problems(lane: Lane, dsx_root: Path, dsx_version: str | None, runs_dsx: bool = True) -> list[str]:
     """What the ranks would trip over that the probe can see, one line each (the run is refused): a missing torch,
     transformers or pydantic, or a dsx that is not this one (the ranks must read the plan this dsx writes: the
-    checkout dsx.launcher puts on PYTHONPATH, or an installed dsx of the same version)."""
+    checkout dsx.launcher puts on PYTHONPATH, or an installed dsx of the same version). runs_dsx=False (dsx launch:
+    the ranks run the user's script, started by a trampoline on dsx's interpreter): only torch."""
     problems = []
     if not lane.torch:
         problems.append(f"--python {lane.python}: has no torch")
+    if not runs_dsx:
+        return problems
     if not lane.transformers:
         problems.append(f"--python {lane.python}: has no transformers (dsx's ranks build transformers models)")
     if not lane.pydantic:

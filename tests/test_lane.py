@@ -137,6 +137,14 @@ def test_a_lane_importing_another_dsx_or_lacking_what_ranks_import_is_refused():
         "dsx)"]
 
 
+def test_a_lane_for_a_users_own_script_needs_deepspeed_and_torch_only():
+    """dsx launch --python: the ranks run the user's script, so a venv with DeepSpeed and torch will do."""
+    bare = Lane(**{**LANE.__dict__, "transformers": None, "pydantic": None, "dsx_path": None})
+    assert problems(bare, ROOT, None, runs_dsx=False) == []
+    assert problems(Lane(**{**bare.__dict__, "torch": None}), ROOT, None, runs_dsx=False) == [
+        f"--python {LANE.python}: has no torch"]
+
+
 # ----------------------------------------------------------------------------------------------------- launch
 
 

@@ -99,7 +99,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
             device, visible = detect_device()
             placement = place(node_request, gpus, device, visible)
             world = placement.world_size
-            lane = resolve_lane(python)
+            lane = resolve_lane(python, runs_dsx=False)  # the ranks run the user's script, not dsx's
             try:
                 loaded = read_config(config_path)
                 target = resolve_target(lane.deepspeed if lane else None)

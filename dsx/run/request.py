@@ -193,9 +193,10 @@ def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> t
     return config, source, warnings, sparse
 
 
-def resolve_lane(python: str | None, env: dict[str, str] | None = None):
+def resolve_lane(python: str | None, env: dict[str, str] | None = None, runs_dsx: bool = True):
     """The `--python` interpreter's dsx.lane.Lane (asked with the PYTHONPATH the ranks get), or None without one.
-    Not an interpreter, no DeepSpeed, no torch/transformers/pydantic, another dsx -> RunRefused."""
+    Not an interpreter, no DeepSpeed, no torch/transformers/pydantic, another dsx -> RunRefused (runs_dsx=False, a
+    user's script under dsx launch: DeepSpeed and torch only)."""
     if not python:
         return None
     import os
@@ -211,7 +212,7 @@ def resolve_lane(python: str | None, env: dict[str, str] | None = None):
         lane = probe(python, env)
     except LaneError as exc:
         raise RunRefused(str(exc)) from None
-    if issues := problems(lane, ROOT, package_versions().get("dsx")):
+    if issues := problems(lane, ROOT, package_versions().get("dsx"), runs_dsx):
         raise RunRefused(issues[0])
     return lane
 
