@@ -131,7 +131,8 @@ def check(data: dict, *, duplicate_keys, target, world_size: int, hf: bool, trai
           device: str = "cuda", transformers_version: str | None = None, accelerate: bool = False) -> Checked:
     """The findings that decide a launch: lint at the world size (with the Trainer / accelerate fill rules under
     --hf); for a Trainer launch the warmup verdict for these script arguments and this transformers replaces the
-    lint's general hf-zero-warmup warning, and CPU ranks need --use_cpu."""
+    lint's general hf-zero-warmup warning, CPU ranks need --use_cpu and ZeRO-3 there is warned about zero.Init; an
+    accelerate script (--config-arg accelerate) is refused on several CPU ranks."""
     from dsx.lint.engine import lint
 
     findings = lint(data, target=target, world_size=world_size, hf=hf, duplicate_keys=duplicate_keys)
