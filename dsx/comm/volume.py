@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import statistics
 
-from dsx.rank.protocol import RankReport
+from dsx.rank.protocol import GATHERS, RankReport
 from dsx.results import CollectiveComm, Comm, CommPhase, CommPredicted
 
 VOLUME_FACTORS = {"all_reduce": 2, "all_reduce_coalesced": 2, "inference_all_reduce": 2}
-"""Log name -> bytes counted per logged byte; all-gathers count the world size (GATHERS), everything else 1."""
-GATHERS = ("all_gather", "all_gather_into_tensor", "allgather_fn", "all_gather_base")
+"""Log name -> bytes counted per logged byte; all-gathers (GATHERS) count the ranks of their group, everything else
+1."""
 
 METHOD = ("DeepSpeed's comms logger (comms_logger, prof_all) over the timed steps; bytes: the ZeRO paper's volume "
           "(dsx.comm.volume: all-reduce 2x, all-gather x the ranks of its group, others 1x the logged input size); "

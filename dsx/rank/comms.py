@@ -28,13 +28,11 @@ keeps the walk to one step's calls; `dsx run --no-comm-log` times a run without 
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 from dsx.config_facts import ONEBIT
-from dsx.rank.protocol import CollectiveCount, CommLog
-
-GATHER_LOG_NAMES = ("all_gather", "all_gather_into_tensor", "allgather_fn", "all_gather_base")
-"""The log names of deepspeed.comm's all-gathers (dsx.comm.volume.GATHERS)."""
+from dsx.rank.protocol import GATHERS, CollectiveCount, CommLog
 
 
 def totals(comms_dict: dict) -> dict[str, tuple[int, int]]:
@@ -80,9 +78,10 @@ class CommCounter:
 
         def sized(func, *args, **kwargs):
             size = original(func, *args, **kwargs)
-            name = kwargs.get("log_name") or _default_log_name(func)
-            if name in GATHER_LOG_NAMES and size:
-                group = inspect.signature(func).bind_partial(*args, **kwargs).arguments.get("group")
+            signature, default_name = _op_facts(func)
+            name = kwargs.get("log_name") or default_name
+            if name in GATHERS and size:
+                group = signature.bind_partial(*args, **kwargs).arguments.get("group")
                 gathered[name] = gathered.get(name, 0) + size * ds_comm.get_world_size(group=group)
             return size
 
@@ -125,7 +124,10 @@ class CommCounter:
         return self.result
 
 
-def _default_log_name(func) -> str:
-    """The name deepspeed.comm logs an op under when the call gives none: its log_name default, else its name."""
-    default = inspect.signature(func).parameters.get("log_name")
-    return default.default if default is not None and isinstance(default.default, str) else func.__name__
+@functools.lru_cache(maxsize=None)
+def _op_facts(func) -> tuple[inspect.Signature, str]:
+    """A deepspeed.comm op's signature and the name it is logged under when the call gives none (its log_name
+    default, else its own name), read once per op: the counter needs them at every logged call."""
+    signature = inspect.signature(func)
+    default = signature.parameters.get("log_name")
+    return signature, default.default if default is not None and isinstance(default.default, str) else func.__name__

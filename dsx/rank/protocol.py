@@ -120,6 +120,11 @@ class FlopCheck(BaseModel):
     seconds: float | None = None
 
 
+GATHERS = ("all_gather", "all_gather_into_tensor", "allgather_fn", "all_gather_base")
+"""The log names of deepspeed.comm's all-gathers: the rank counts their group (dsx.rank.comms), dsx.comm.volume
+counts their gathered output."""
+
+
 class CollectiveCount(BaseModel):
     """One collective's calls and bytes as DeepSpeed's comms logger recorded them (dsx.rank.comms says what the
     bytes are: the message size of the op's input tensor, summed over its calls)."""
