@@ -10,7 +10,8 @@
 # BUDGET_S seconds (default 450) are not spent, so a cut command still leaves the most important rows: they are
 # appended to $OUT/runs.jsonl as each run ends; the log is $OUT/h100.log, the table $OUT/summary.md.
 # PLAN=FILE runs another plan (lines: MODEL SEQ MODE[+compile] [EXPECTED_S]; tests run a tiny one on CPU ranks);
-# STEPS and WARMUP set the timed and warm-up steps of every point (default 3 and 2).
+# STEPS and WARMUP set the timed and warm-up steps of every point (default 3 and 2); CKPT_FROM the sequence length
+# from which activation checkpointing is on (default 16384).
 set -uo pipefail
 out=${1:?usage: bench/sparse/h100.sh OUT [BUDGET_S]}
 budget=${2:-450}
@@ -48,7 +49,7 @@ while read -r model seq mode expected; do
     continue
   fi
   ckpt=()
-  (( seq >= 16384 )) && ckpt=(--act-ckpt)
+  (( seq >= ${CKPT_FROM:-16384} )) && ckpt=(--act-ckpt)
   # shellcheck disable=SC2046  # model_args and mode_args print flags
   run $(( expected * 3 )) python3 -m dsx run "${common[@]}" $(model_args "$model" "$seq") --seq-len "$seq" \
     "${ckpt[@]}" $(mode_args "$mode") </dev/null

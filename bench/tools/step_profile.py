@@ -9,6 +9,10 @@ DeepSpeed engine step (dsx/rank/loop.py's step), on the same model, batch and GP
 
     python bench/tools/step_profile.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile \\
         --ds-config ds.json --out profile.jsonl
+
+--set KEY=VALUE changes the model's config as `dsx run --set` does, --act-ckpt checkpoints activations as a rank does,
+and --sparse MODE builds the model with dsx's block-sparse attention (that DeepSpeed layout in 128-token blocks, the
+config parser's other defaults, compiled FlexAttention: CUDA) as `dsx run --sparse-attention MODE` does.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dsx.host import free_port
 
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
 KINDS = (
+    ("attention", r"flex_attention|flex_decoding"),  # FlexAttention's Triton templates, before other Triton kernels
     ("compiled (triton)", r"^triton"),  # first: inductor names fused kernels after their ops (to_copy, cat, ...)
     ("attention", r"flash|fmha|attention|mem_eff|sdpa"),  # before matmul: cuDNN's attention kernels say wgmma
     ("matmul", r"gemm|cutlass|nvjet|xmma|cublas|wgmma"),
@@ -148,19 +153,34 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--only", choices=("both", "baseline", "deepspeed"), default="both",
                         help="profile one setup only (a model too large for both in one process)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                        help="model config override, as dsx run --set (JSON values)")
+    parser.add_argument("--act-ckpt", action="store_true", help="activation checkpointing, as dsx run --act-ckpt")
+    parser.add_argument("--sparse", default=None, metavar="MODE",
+                        help="dsx's block-sparse attention with this DeepSpeed layout (128-token blocks)")
     parser.add_argument("--out", default=None, help="append one JSON line per setup")
     args = parser.parse_args()
 
     on_cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if on_cuda else torch.device("cpu")
-    resolved = resolve_model(args.model, seq_len=args.seq_len, vocab_pad=args.vocab_pad)
+    overrides = {}
+    for item in args.sets:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    resolved = resolve_model(args.model, overrides, seq_len=args.seq_len, vocab_pad=args.vocab_pad)
     batch = {k: v.to(device) for k, v in
              synthetic_batch(resolved, args.micro_batch, "cpu", torch.Generator().manual_seed(0)).items()}
     common = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": resolved.seq_len,
-              "compile": args.compile, "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
+              "compile": args.compile, "act_ckpt": args.act_ckpt, "sparse": args.sparse, "overrides": overrides,
+              "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
               "torch": torch.__version__}
     rows = []
 
+    if args.only != "deepspeed" and (args.sparse or args.act_ckpt):
+        parser.error("--sparse and --act-ckpt apply to the DeepSpeed step: add --only deepspeed")
     if args.only != "deepspeed":
         rows.append(profile_baseline(args, resolved, batch, device) | common)
     if args.only != "baseline":
@@ -196,14 +216,29 @@ def profile_deepspeed(args, resolved, batch, device) -> dict:
     deepspeed.init_distributed()
     ds_config = json.loads(open(args.ds_config).read())
     torch.manual_seed(0)
-    model = build_model(resolved, attn="sdpa", device=device)
+    model = build_model(resolved, attn=attention(args, resolved), device=device)
+    if args.act_ckpt:  # as dsx/rank/loop.py enables it
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=list(model.parameters()), config=ds_config)
     if args.compile:
         engine.compile()
     engine.train()
-    return measure("DeepSpeed " + deepspeed.__version__ + (", engine.compile()" if args.compile else ""),
+    label = ("DeepSpeed " + deepspeed.__version__ + (", engine.compile()" if args.compile else "")
+             + (", checkpointing" if args.act_ckpt else "") + (f", {args.sparse} sparse attention" if args.sparse else ""))
+    return measure(label,
                    lambda: engine(**batch).loss, engine.backward, engine.step, device, args.warmup, args.steps,
                    args.profile_steps) | {"ds_config": ds_config}
+
+
+def attention(args, resolved) -> str:
+    """The attn_implementation to build with: SDPA, or dsx's sparse attention registered as a rank registers it."""
+    if not args.sparse:
+        return "sdpa"
+    from dsx.sparse.attention import install
+    from dsx.sparse.spec import SparsePlan, block_dict, block_model
+
+    block = block_dict(block_model({"mode": args.sparse, "block": 128}))
+    return install(SparsePlan(block=block, seed=1234, kernel="flex"), resolved.num_heads, resolved.seq_len)
 
 
 if __name__ == "__main__":
