@@ -15,8 +15,8 @@ seq=${2:-32768}
 source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
 mkdir -p "$out"
 start_log "$out/profile.log"
-run 200 python3 bench/sparse/kernel.py --mode fixed 4096 8192 16384 32768 65536 >"$out/kernel_fixed.txt"
-cat "$out/kernel_fixed.txt" >>"$log"
+run 200 python3 bench/sparse/kernel.py --mode fixed 4096 8192 16384 32768 65536
+sed -n '/kernel.py --mode fixed/,/^exit/p' "$log" | grep -E '^[{|]' >"$out/kernel_fixed.txt"  # its lines, from the log
 ds_config=$(mktemp --suffix .json)  # not under $OUT: a device command brings back 8 files at most
 cat >"$ds_config" <<'JSON'
 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,

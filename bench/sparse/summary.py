@@ -1,6 +1,8 @@
 """The sparse-attention table of bench/sparse/README.md, from the rows bench/sparse/h100.sh wrote: per model and
 sequence length, dense SDPA first, then each sparse layout with its speed and memory against that dense row, the
-predicted attention speed-up, what `--sparse-attention auto` runs there and whether that was right.
+predicted attention speed-up, what `--sparse-attention auto` runs there and whether that was right. The prediction is
+today's dsx.sparse.predict, recomputed from the row's layout facts (its tiles, length, heads, micro-batch): a row
+keeps the prediction it ran with (`sparse_attention.predicted_attention_speedup`), made by the predictor of its day.
 
     PYTHONPATH=. python3 bench/sparse/summary.py bench/sparse/h100/runs.jsonl [MORE.jsonl ...]
 """
@@ -11,29 +13,44 @@ import sys
 
 from dsx.report.long_context import attention_text
 from dsx.results import read_rows
+from dsx.sparse import predict
 from dsx.sparse.predict import AUTO_MARGIN
 
 TARGET_SEQ, TARGET_SPEEDUP = 32768, 3.0
 
 
 def _key(row: dict) -> tuple:
-    """A sparse row is compared with the dense row of its model, length and compilation."""
-    return row["model"]["preset"], row["model"]["seq_len"], _compiled(row)
+    """A sparse row is compared with the dense row of its model, length, compilation and checkpointing."""
+    return row["model"]["preset"], row["model"]["seq_len"], _compiled(row), _ckpt(row)
 
 
 def _compiled(row: dict) -> bool:
     return bool(row["toggles"].get("compile"))
 
 
+def _ckpt(row: dict) -> bool:
+    return bool(row["toggles"].get("act_ckpt"))
+
+
+def predicted_now(row: dict) -> float | None:
+    """Today's predicted attention speed-up for the row's layout (None for dense rows and CPU rows)."""
+    sparse = row.get("sparse_attention") or {}
+    if sparse.get("predicted_attention_speedup") is None or sparse.get("tile_fraction") is None:
+        return None
+    seq, heads, causal = row["model"]["seq_len"], row["model"]["dims"]["heads"], bool(sparse.get("causal", True))
+    kept = round(sparse["tile_fraction"] * predict.dense_tiles(seq, causal) * heads)
+    return predict.speedup(seq, heads, row["micro_batch"], causal, kept)
+
+
 def _auto(row: dict, ratio: float | None) -> str:
     """What auto runs for this row's layout (from its predicted attention speed-up) and whether it lost speed."""
     sparse = row.get("sparse_attention") or {}
-    predicted = sparse.get("predicted_attention_speedup")
+    predicted = predicted_now(row)
     if predicted is None:
         return "-"
     if not sparse.get("applied", True):  # auto chose dense here: this row ran dense attention, like its base row
         return "dense (this row: two dense runs, the ratio is their noise)"
-    if predicted < AUTO_MARGIN:
+    if predicted < AUTO_MARGIN or _compiled(row):  # auto runs dense under --compile (dsx.sparse.planning)
         return "dense" + (f" (sparse measured {ratio:.2f}x)" if ratio is not None else "")
     if ratio is None:
         return "sparse"
@@ -57,32 +74,32 @@ def cells(row: dict, base: dict | None) -> list[str]:
         memory = reserved / base_memory if reserved and base_memory else None
     step = (figures.get("step_time_s") or {}).get("median")
     return [row["model"]["preset"], f"{row['model']['seq_len']:,}", attention_text(row),
-            "yes" if _compiled(row) else "no", str(sparse.get("block", "-")),
+            "yes" if _compiled(row) else "no", "yes" if _ckpt(row) else "no", str(sparse.get("block", "-")),
             _fmt(sparse.get("tile_fraction"), ".1%"), row["status"],
             _fmt(step and step * 1e3, ",.0f"), _fmt(tokens, ",.0f"), _fmt(reserved and reserved / 2**30, ".1f"),
-            _fmt(ratio, ".2f"), _fmt(memory, ".2f"), _fmt(sparse.get("predicted_attention_speedup"), ".2f"),
+            _fmt(ratio, ".2f"), _fmt(memory, ".2f"), _fmt(predicted_now(row), ".2f"),
             _auto(row, None if row is base else ratio)]
 
 
 def main(*paths: str) -> int:
     rows = [row for path in paths for row in read_rows(path)]
     dense = {_key(r): r for r in rows if not r.get("sparse_attention") and r["status"] == "ok"}
-    print("| model | seq | attention | compiled | block | tiles | status | step ms | tokens/s | reserved GiB "
-          "| speed× dense | mem× dense | predicted attn× | auto runs |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | seq | attention | compiled | checkpointing | block | tiles | status | step ms | tokens/s "
+          "| reserved GiB | speed× dense | mem× dense | predicted attn× | auto runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     targets = {}
     for row in sorted(rows, key=lambda r: (r["model"]["preset"] != "gpt2-medium", r["model"]["preset"],
-                                           r["model"]["seq_len"], _compiled(r), attention_text(r) != "dense",
+                                           r["model"]["seq_len"], _compiled(r), -_ckpt(r), attention_text(r) != "dense",
                                            attention_text(r))):
         line = cells(row, dense.get(_key(row)))
         print("| " + " | ".join(line) + " |")
-        if row["model"]["seq_len"] == TARGET_SEQ and attention_text(row) == "bigbird" and line[10] != "-":
-            targets[row["model"]["preset"], _compiled(row)] = float(line[10])
+        if row["model"]["seq_len"] == TARGET_SEQ and attention_text(row) == "bigbird" and line[11] != "-":
+            targets[row["model"]["preset"], _compiled(row), _ckpt(row)] = float(line[11])
     print()
-    for (model, compiled), ratio in targets.items():
+    for (model, compiled, ckpt), ratio in targets.items():
         verdict = "met" if ratio >= TARGET_SPEEDUP else "NOT met"
         print(f"Target (bigbird >= {TARGET_SPEEDUP:g}x dense tokens/s at {TARGET_SEQ:,} tokens), {model}"
-              f"{', both compiled' if compiled else ''}: {ratio:.2f}x, {verdict}.")
+              f"{', both compiled' if compiled else ''}{'' if ckpt else ', no checkpointing'}: {ratio:.2f}x, {verdict}.")
     if not targets:
         print(f"Target (bigbird >= {TARGET_SPEEDUP:g}x dense tokens/s at {TARGET_SEQ:,} tokens): no pair of ok rows.")
     return 0
