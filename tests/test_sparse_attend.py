@@ -244,6 +244,32 @@ def test_a_compiled_model_runs_the_flex_attention_outside_its_graphs():
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("unpacked", [True, False])
+def test_a_compiled_model_on_unpacked_batches_builds_no_full_mask(monkeypatch, unpacked):
+    # Compiled, transformers wraps the causal mask in a packed-sequence check it cannot evaluate; through sdpa_mask
+    # that is a [B, 1, S, S] mask per forward (1 GiB at 32k). A dsx rank's batches (unpacked_batches=True) skip it;
+    # any other caller keeps transformers' mask. Same logits either way.
+    from transformers import masking_utils
+
+    built = []
+    real = masking_utils.sdpa_mask
+    monkeypatch.setattr(masking_utils, "sdpa_mask", lambda *a, **k: built.append(1) or real(*a, **k))
+    layout = sparse("bigbird", 4, 128, block=32, num_random_blocks=1)
+    flex = SparseAttention(layout=layout.layout, block=32, kernel="flex", compile=True, unidirectional=False)
+    resolved = resolve_model("gpt2-tiny", NO_DROPOUT["gpt2-tiny"], seq_len=128)
+    torch.manual_seed(0)
+    model = build_model(resolved, activate(layout)).eval()
+    batch = {"input_ids": synthetic_batch(resolved, 2)["input_ids"]}
+    torch._dynamo.reset()
+    with torch.no_grad():
+        expected = model(**batch).logits
+        activate(flex, unpacked_batches=unpacked)
+        got = torch.compile(model)(**batch).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert bool(built) is not unpacked
+
+
 def test_a_shorter_sequence_uses_the_layouts_top_left_corner():
     # DeepSpeed's rule: a layout built for the longest sequence serves shorter ones with its top-left slice.
     attention = sparse("bigbird", 4, 512, kernel="flex", block=32, num_random_blocks=1)

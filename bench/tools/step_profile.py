@@ -238,7 +238,8 @@ def attention(args, resolved) -> str:
     from dsx.sparse.spec import SparsePlan, block_dict, block_model
 
     block = block_dict(block_model({"mode": args.sparse, "block": 128}))
-    return install(SparsePlan(block=block, seed=1234, kernel="flex"), resolved.num_heads, resolved.seq_len)
+    return install(SparsePlan(block=block, seed=1234, kernel="flex"), resolved.num_heads, resolved.seq_len,
+                   unpacked_batches=True)  # synthetic_batch: one whole sequence per row
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ def attention(plan: RankPlan, resolved, report: RankReport) -> str:
         return plan.toggles.attn
     from dsx.sparse.attention import install
 
-    attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
+    attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len, unpacked_batches=True)
     report.notes.append(f"the ranks built the model with attn_implementation {attn} "
                         f"({plan.sparse_attention.block['mode']} layout, kernel {plan.sparse_attention.kernel})")
     return attn
