@@ -1,7 +1,7 @@
 """One attention call, forward + backward, of dsx's sparse attention (dsx.sparse.attention: a DeepSpeed layout,
-bigbird unless --mode names another, as a FlexAttention BlockMask, compiled) against dense causal SDPA, at the shape of one gpt2-medium layer (batch 1, 16
-heads, head dim 64, bf16): the kernel alone, without the model around it, to tell the kernel's speed-up from the
-end-to-end one (bench/sparse/README.md). CUDA only.
+bigbird unless --mode names another, as a FlexAttention BlockMask, compiled) against dense causal SDPA, at the
+shape of one gpt2-medium layer (batch 1, 16 heads, head dim 64, bf16): the kernel alone, without the model around
+it, to tell the kernel's speed-up from the end-to-end one (bench/sparse/README.md). CUDA only.
 
     PYTHONPATH=. python3 bench/sparse/kernel.py [--mode MODE] [SEQ ...]   (default 4096 8192 16384 32768 65536)
 

@@ -89,8 +89,8 @@ def main(*paths: str) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     targets = {}
     for row in sorted(rows, key=lambda r: (r["model"]["preset"] != "gpt2-medium", r["model"]["preset"],
-                                           r["model"]["seq_len"], _compiled(r), -_ckpt(r), attention_text(r) != "dense",
-                                           attention_text(r))):
+                                           r["model"]["seq_len"], _compiled(r), -_ckpt(r),
+                                           attention_text(r) != "dense", attention_text(r))):
         line = cells(row, dense.get(_key(row)))
         print("| " + " | ".join(line) + " |")
         if row["model"]["seq_len"] == TARGET_SEQ and attention_text(row) == "bigbird" and line[11] != "-":
@@ -98,8 +98,9 @@ def main(*paths: str) -> int:
     print()
     for (model, compiled, ckpt), ratio in targets.items():
         verdict = "met" if ratio >= TARGET_SPEEDUP else "NOT met"
-        print(f"Target (bigbird >= {TARGET_SPEEDUP:g}x dense tokens/s at {TARGET_SEQ:,} tokens), {model}"
-              f"{', both compiled' if compiled else ''}{'' if ckpt else ', no checkpointing'}: {ratio:.2f}x, {verdict}.")
+        how = (", both compiled" if compiled else "") + ("" if ckpt else ", no checkpointing")
+        print(f"Target (bigbird >= {TARGET_SPEEDUP:g}x dense tokens/s at {TARGET_SEQ:,} tokens), {model}{how}: "
+              f"{ratio:.2f}x, {verdict}.")
     if not targets:
         print(f"Target (bigbird >= {TARGET_SPEEDUP:g}x dense tokens/s at {TARGET_SEQ:,} tokens): no pair of ok rows.")
     return 0

@@ -224,7 +224,8 @@ def profile_deepspeed(args, resolved, batch, device) -> dict:
         engine.compile()
     engine.train()
     label = ("DeepSpeed " + deepspeed.__version__ + (", engine.compile()" if args.compile else "")
-             + (", checkpointing" if args.act_ckpt else "") + (f", {args.sparse} sparse attention" if args.sparse else ""))
+             + (", checkpointing" if args.act_ckpt else "")
+             + (f", {args.sparse} sparse attention" if args.sparse else ""))
     return measure(label,
                    lambda: engine(**batch).loss, engine.backward, engine.step, device, args.warmup, args.steps,
                    args.profile_steps) | {"ds_config": ds_config}
