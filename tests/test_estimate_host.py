@@ -3,8 +3,9 @@
 resource binds.
 
 The llama-7b host figure is issue 16's measurement on the H100 host (ZeRO-3, offload ratio 0.7, checkpointing,
-micro-batch 8 x grad-accum 4: host RSS 93 GiB on a 125 GiB host); no committed row holds it (bench/ has no
-llama-7b row), so the issue text is the reference."""
+micro-batch 8 x grad-accum 4: host RSS 93 GiB on a 125 GiB host; no committed row holds that run, so the issue text
+is its reference); the rows of `dsx sweep --model llama-7b` on that host (bench/largest/h100/llama7b.jsonl: ratios
+0.5, 0.7 and 0.8) are checked too."""
 
 from __future__ import annotations
 
@@ -69,6 +70,16 @@ def test_a_125_gib_host_takes_llama_7b_with_ratio_0_7_at_the_measured_host_memor
     assert data["offloaded_fraction"] == offloaded / 6_738_415_616
     assert host["needed"] == data["host_per_rank"] == 4_575_064_064 + int(19.99 * offloaded / 6_738_415_616
                                                                           * 6_738_415_616)  # process + offloaded
+
+
+def test_the_llama_7b_sweeps_rows_host_and_gpu_memory_as_predicted():
+    rows = [r for r in read_rows(ROOT / "bench/largest/h100/llama7b.jsonl") if r["status"] == "ok"]
+    assert sorted({r["ds_config"]["zero_optimization"]["offload_optimizer"]["ratio"] for r in rows}) == [0.5, 0.7, 0.8]
+    for row in rows:
+        predicted = estimate(setup_of_row(row), search_max=False)
+        host, allocated = (row["memory"]["max"][k] for k in ("host_rss_peak", "peak_allocated"))
+        assert abs(predicted.host_per_rank - host) / host < 0.15, row["sweep"]["label"]
+        assert abs(predicted.peak_allocated - allocated) / allocated < 0.02, row["sweep"]["label"]
 
 
 def test_the_ranks_of_one_host_share_its_memory():
