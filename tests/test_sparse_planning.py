@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 
+from conftest import ROOT
 from dsx.cli import cli
 from dsx.models import resolve_model
 from dsx.sparse import predict
@@ -18,8 +18,6 @@ from dsx.sparse.attention import SparseAttention
 from dsx.sparse.layouts import make_layout
 from dsx.sparse.planning import decide
 from dsx.sparse.spec import MODE_MODELS, SparseRequestError, parse_word, resolve_block, take_block
-
-ROOT = Path(__file__).resolve().parents[1]
 
 NO_DROPOUT = ["--set", "attn_pdrop=0"]
 

@@ -27,7 +27,7 @@ import time
 import torch
 from torch_baseline import make_step  # bench/tools/ is on the path when this script runs
 
-from dsx.models import build_model, resolve_model, synthetic_batch
+from dsx.models import build_model, parse_overrides, resolve_model, synthetic_batch
 from dsx.host import free_port
 
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
@@ -163,13 +163,7 @@ def main() -> None:
 
     on_cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if on_cuda else torch.device("cpu")
-    overrides = {}
-    for item in args.sets:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+    overrides = parse_overrides(args.sets)
     resolved = resolve_model(args.model, overrides, seq_len=args.seq_len, vocab_pad=args.vocab_pad)
     batch = {k: v.to(device) for k, v in
              synthetic_batch(resolved, args.micro_batch, "cpu", torch.Generator().manual_seed(0)).items()}
