@@ -477,3 +477,23 @@ def synthetic_batch(resolved: ResolvedModel, micro_batch: int, device: Any = "cp
         inputs = torch.where(mask, torch.full_like(ids, FAMILIES[resolved.family].mask_token_id), ids)
         batch = {"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}
     return {k: v.to(device) for k, v in batch.items()}
+
+
+def assume_unpacked_batches() -> bool:
+    """Tell transformers that this process never packs several sequences into one row (synthetic_batch's batches:
+    one whole sequence per row), so that it stops looking for packing. Uncompiled, that look is a device sync per
+    forward; compiled, transformers cannot evaluate it and wraps every causal mask in a packed-sequence test: a full
+    [B, 1, S, S] mask per forward (1 GiB at 32k), SDPA then runs with that explicit mask instead of is_causal (3.5x
+    slower attention at 32k on an H100) and dsx's sparse attention rebuilt its BlockMask per layer
+    (bench/sparse/README.md). False where this transformers has no such check (nothing to turn off)."""
+    from transformers import masking_utils
+
+    if not hasattr(masking_utils, "find_packed_sequence_indices"):
+        return False
+    masking_utils.find_packed_sequence_indices = _no_packed_sequences
+    return True
+
+
+def _no_packed_sequences(position_ids: "torch.Tensor") -> None:
+    """transformers' find_packed_sequence_indices for unpacked batches: None, one sequence per row."""
+    return None

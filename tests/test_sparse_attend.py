@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from dsx.models import build_model, resolve_model, synthetic_batch
+from dsx.models import assume_unpacked_batches, build_model, resolve_model, synthetic_batch
 from dsx.sparse.attention import TILE, SparseAttention, activate, sparse_attention_forward
 from dsx.sparse.layouts import make_layout
 from dsx.sparse.spec import MODE_MODELS, ATTN_NAME
@@ -248,13 +248,14 @@ def test_a_compiled_model_runs_the_flex_attention_outside_its_graphs():
 @pytest.mark.parametrize("unpacked", [True, False])
 def test_a_compiled_model_on_unpacked_batches_builds_no_full_mask(monkeypatch, unpacked):
     # Compiled, transformers wraps the causal mask in a packed-sequence check it cannot evaluate; through sdpa_mask
-    # that is a [B, 1, S, S] mask per forward (1 GiB at 32k). A dsx rank's batches (unpacked_batches=True) skip it;
-    # any other caller keeps transformers' mask. Same logits either way.
+    # that is a [B, 1, S, S] mask per forward (1 GiB at 32k) and a BlockMask rebuilt from it per layer. After
+    # dsx.models.assume_unpacked_batches (a rank's models) no full mask is built; same logits either way.
     from transformers import masking_utils
 
-    built = []
+    monkeypatch.setattr(masking_utils, "find_packed_sequence_indices", masking_utils.find_packed_sequence_indices)
+    full_masks = []
     real = masking_utils.sdpa_mask
-    monkeypatch.setattr(masking_utils, "sdpa_mask", lambda *a, **k: built.append(1) or real(*a, **k))
+    monkeypatch.setattr(masking_utils, "sdpa_mask", lambda *a, **k: full_masks.append(1) or real(*a, **k))
     layout = sparse("bigbird", 4, 128, block=32, num_random_blocks=1)
     flex = SparseAttention(layout=layout.layout, block=32, kernel="flex", compile=True, unidirectional=False)
     resolved = resolve_model("gpt2-tiny", NO_DROPOUT["gpt2-tiny"], seq_len=128)
@@ -264,10 +265,12 @@ def test_a_compiled_model_on_unpacked_batches_builds_no_full_mask(monkeypatch, u
     torch._dynamo.reset()
     with torch.no_grad():
         expected = model(**batch).logits
-        activate(flex, unpacked_batches=unpacked)
+        activate(flex)
+        if unpacked:
+            assume_unpacked_batches()
         got = torch.compile(model)(**batch).logits
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    assert bool(built) is not unpacked
+    assert bool(full_masks) is not unpacked
 
 
 def test_a_shorter_sequence_uses_the_layouts_top_left_corner():

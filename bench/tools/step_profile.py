@@ -10,6 +10,7 @@ DeepSpeed engine step (dsx/rank/loop.py's step), on the same model, batch and GP
     python bench/tools/step_profile.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile \\
         --ds-config ds.json --out profile.jsonl
 
+The model sees no packed-sequence check (dsx.models.assume_unpacked_batches, as a rank; --packed-check keeps it).
 --set KEY=VALUE changes the model's config as `dsx run --set` does, --act-ckpt checkpoints activations as a rank does,
 and --sparse MODE builds the model with dsx's block-sparse attention (that DeepSpeed layout in 128-token blocks, the
 config parser's other defaults, compiled FlexAttention: CUDA) as `dsx run --sparse-attention MODE` does.
@@ -27,7 +28,7 @@ import time
 import torch
 from torch_baseline import make_step  # bench/tools/ is on the path when this script runs
 
-from dsx.models import build_model, parse_overrides, resolve_model, synthetic_batch
+from dsx.models import assume_unpacked_batches, build_model, parse_overrides, resolve_model, synthetic_batch
 from dsx.host import free_port
 
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
@@ -158,8 +159,13 @@ def main() -> None:
     parser.add_argument("--act-ckpt", action="store_true", help="activation checkpointing, as dsx run --act-ckpt")
     parser.add_argument("--sparse", default=None, metavar="MODE",
                         help="dsx's block-sparse attention with this DeepSpeed layout (128-token blocks)")
+    parser.add_argument("--packed-check", action="store_true",
+                        help="keep transformers' packed-sequence check, which dsx's ranks turn off (the A/B of "
+                             "dsx.models.assume_unpacked_batches)")
     parser.add_argument("--out", default=None, help="append one JSON line per setup")
     args = parser.parse_args()
+    if not args.packed_check:
+        assume_unpacked_batches()  # as a rank does: synthetic_batch is one whole sequence per row
 
     on_cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if on_cuda else torch.device("cpu")
@@ -169,6 +175,7 @@ def main() -> None:
              synthetic_batch(resolved, args.micro_batch, "cpu", torch.Generator().manual_seed(0)).items()}
     common = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": resolved.seq_len,
               "compile": args.compile, "act_ckpt": args.act_ckpt, "sparse": args.sparse, "overrides": overrides,
+              "packed_check": args.packed_check,
               "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
               "torch": torch.__version__}
     rows = []
@@ -233,8 +240,7 @@ def attention(args, resolved) -> str:
     from dsx.sparse.spec import SparsePlan, block_dict, block_model
 
     block = block_dict(block_model({"mode": args.sparse, "block": 128}))
-    return install(SparsePlan(block=block, seed=1234, kernel="flex"), resolved.num_heads, resolved.seq_len,
-                   unpacked_batches=True)  # synthetic_batch: one whole sequence per row
+    return install(SparsePlan(block=block, seed=1234, kernel="flex"), resolved.num_heads, resolved.seq_len)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import torch
 
 from dsx.flops import model_flops_per_token
 from dsx.gpus import peak_tflops
-from dsx.models import build_model, count_params, resolve_model, synthetic_batch
+from dsx.models import assume_unpacked_batches, build_model, count_params, resolve_model, synthetic_batch
 
 
 def make_step(resolved, batch: dict, *, compile: bool, attn: str, lr: float, device: torch.device):
@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
+    assume_unpacked_batches()  # as dsx's ranks: synthetic_batch is one whole sequence per row
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     device = torch.device("cuda")

@@ -14,7 +14,7 @@ def attention(plan: RankPlan, resolved, report: RankReport) -> str:
         return plan.toggles.attn
     from dsx.sparse.attention import install
 
-    attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len, unpacked_batches=True)
+    attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
     report.notes.append(f"the ranks built the model with attn_implementation {attn} "
                         f"({plan.sparse_attention.block['mode']} layout, kernel {plan.sparse_attention.kernel})")
     return attn
@@ -23,9 +23,12 @@ def attention(plan: RankPlan, resolved, report: RankReport) -> str:
 def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device):
     """The model, on this rank's GPU (ZeRO 0-2: initialising 1.5B parameters there takes a second, on the CPU
     about 25 s) or partitioned as it is made (ZeRO-3)."""
-    from dsx.models import build_model
+    from dsx.models import assume_unpacked_batches, build_model
 
     attn = attention(plan, resolved, report)
+    if assume_unpacked_batches() and plan.toggles.compile:
+        report.notes.append("transformers' packed-sequence mask is off (a rank's batches are one whole sequence per "
+                            "row): the compiled model keeps the plain causal mask")
     if zero_stage(ds_config) != 3:
         return build_model(resolved, attn=attn, device=device)
     import deepspeed

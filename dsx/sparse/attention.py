@@ -215,17 +215,14 @@ def _flex_attention(compiled: bool):
 # ----------------------------------------------------------------------------------------------- transformers
 
 _ACTIVE: SparseAttention | None = None
-_UNPACKED = False
-"""The active layout's batches never pack several sequences into a row (a dsx rank's): see sparse_mask."""
 
 
-def activate(sparse: SparseAttention, *, unpacked_batches: bool = False) -> str:
+def activate(sparse: SparseAttention) -> str:
     """Make `sparse` the layout every "dsx_sparse" attention of this process uses; registers the functions with
     transformers (idempotent) and returns the attn_implementation name for from_config. A rank trains one model,
-    so one active layout per process. `unpacked_batches`: the caller's batches are whole sequences, one per row
-    (dsx's ranks), which lets a compiled model skip transformers' packed-sequence mask (sparse_mask)."""
-    global _ACTIVE, _UNPACKED
-    _ACTIVE, _UNPACKED = sparse, unpacked_batches
+    so one active layout per process."""
+    global _ACTIVE
+    _ACTIVE = sparse
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
@@ -242,9 +239,9 @@ def from_plan(plan: SparsePlan, num_heads: int, seq_len: int) -> SparseAttention
                            unidirectional=direction_of(block) == "unidirectional")
 
 
-def install(plan: SparsePlan, num_heads: int, seq_len: int, *, unpacked_batches: bool = False) -> str:
+def install(plan: SparsePlan, num_heads: int, seq_len: int) -> str:
     """from_plan + activate: the attn_implementation name to build the model with."""
-    return activate(from_plan(plan, num_heads, seq_len), unpacked_batches=unpacked_batches)
+    return activate(from_plan(plan, num_heads, seq_len))
 
 
 def sparse_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
@@ -263,18 +260,12 @@ def sparse_attention_forward(module, query, key, value, attention_mask, dropout:
 def sparse_mask(batch_size: int, q_length: int, kv_length: int, q_offset: Any = 0, kv_offset: Any = 0,
                 mask_function=None, attention_mask: torch.Tensor | None = None, **kwargs):
     """transformers' mask function for "dsx_sparse": None (no padding), the [B, S] boolean padding mask, or
-    transformers' own full 4-D mask where the pattern is more than causal/bidirectional over whole sequences."""
+    transformers' own full 4-D mask where the pattern is more than causal/bidirectional over whole sequences
+    (compiled, that is every causal mask unless dsx.models.assume_unpacked_batches ran: a rank's models do)."""
     from transformers import masking_utils
 
     plain = mask_function in (masking_utils.causal_mask_function, masking_utils.bidirectional_mask_function)
     whole = isinstance(q_offset, int) and isinstance(kv_offset, int) and q_offset == kv_offset == 0
-    if (not plain and _UNPACKED and attention_mask is None and whole and q_length == kv_length
-            and torch.compiler.is_compiling()):
-        # Compiled, transformers cannot see whether position_ids pack several sequences into a row and wraps the
-        # causal mask in a packed-sequence check; built through sdpa_mask that is a [B, 1, S, S] mask per forward
-        # (1 GiB at 32k) and a BlockMask rebuilt from it per layer: 1.6 s of a 1.8 s step on an H100
-        # (bench/sparse/README.md). A dsx rank's batches are one whole sequence per row: no packing to mask.
-        return None
     if not plain or not whole or q_length != kv_length:
         kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
         return masking_utils.sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length,
