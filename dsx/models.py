@@ -480,20 +480,40 @@ def synthetic_batch(resolved: ResolvedModel, micro_batch: int, device: Any = "cp
 
 
 def assume_unpacked_batches() -> bool:
-    """Tell transformers that this process never packs several sequences into one row (synthetic_batch's batches:
-    one whole sequence per row), so that it stops looking for packing. Uncompiled, that look is a device sync per
-    forward; compiled, transformers cannot evaluate it and wraps every causal mask in a packed-sequence test: a full
-    [B, 1, S, S] mask per forward (1 GiB at 32k), SDPA then runs with that explicit mask instead of is_causal (3.5x
-    slower attention at 32k on an H100) and dsx's sparse attention rebuilt its BlockMask per layer
-    (bench/sparse/README.md). False where this transformers has no such check (nothing to turn off)."""
+    """Tell transformers that every batch this process feeds a model is one whole sequence per row, no padding
+    (synthetic_batch's causal-lm batches), so that a compiled model keeps the plain causal mask:
+    - transformers stops looking for several sequences packed into a row. Compiled, it cannot evaluate that look and
+      wraps every causal mask in a packed-sequence test (uncompiled, it costs a device sync per forward);
+    - "sdpa" gets a mask function that answers None (SDPA's is_causal) for a plain causal mask over whole sequences
+      without padding. transformers' own never does while compiling on torch < 2.14, whatever the
+      batch: a full [B, 1, S, S] mask per forward (1 GiB at 32k), and SDPA on an explicit mask instead of its flash
+      kernel (3.5x slower attention at 32k on an H100, bench/sparse/README.md).
+    Padded, windowed or otherwise patterned masks still go to transformers. False where this transformers has no
+    packed-sequence check or mask interface (nothing to turn off)."""
     from transformers import masking_utils
 
-    if not hasattr(masking_utils, "find_packed_sequence_indices"):
+    if not all(hasattr(masking_utils, name) for name in ("find_packed_sequence_indices", "AttentionMaskInterface")):
         return False
     masking_utils.find_packed_sequence_indices = _no_packed_sequences
+    masking_utils.AttentionMaskInterface.register("sdpa", _sdpa_mask_of_whole_sequences)
     return True
 
 
 def _no_packed_sequences(position_ids: "torch.Tensor") -> None:
     """transformers' find_packed_sequence_indices for unpacked batches: None, one sequence per row."""
     return None
+
+
+def _sdpa_mask_of_whole_sequences(batch_size: int, q_length: int, kv_length: int, q_offset: Any = 0,
+                                  kv_offset: Any = 0, mask_function=None, attention_mask=None, **kwargs):
+    """The "sdpa" mask: None where the mask is only causal over whole, unpadded sequences, else transformers'
+    sdpa_mask."""
+    from transformers import masking_utils
+
+    whole = isinstance(q_offset, int) and isinstance(kv_offset, int) and q_offset == kv_offset == 0
+    if (mask_function is masking_utils.causal_mask_function and attention_mask is None and whole
+            and q_length == kv_length and kwargs.get("allow_is_causal_skip", True)):
+        return None
+    return masking_utils.sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
+                                   kv_offset=kv_offset, mask_function=mask_function, attention_mask=attention_mask,
+                                   **kwargs)

@@ -63,3 +63,14 @@ def single_process_group():
         yield
     # The group stays up for the session: DeepSpeed caches its groups, so a destroyed and re-created default group
     # breaks later engines ("Group ... is not registered").
+
+
+@pytest.fixture
+def transformers_masks(monkeypatch):
+    """transformers' mask functions as they were, after the test (dsx.models.assume_unpacked_batches replaces two)."""
+    from transformers import masking_utils
+
+    monkeypatch.setattr(masking_utils, "find_packed_sequence_indices", masking_utils.find_packed_sequence_indices)
+    monkeypatch.setitem(masking_utils.AttentionMaskInterface._global_mapping, "sdpa",
+                        masking_utils.AttentionMaskInterface._global_mapping["sdpa"])
+    return masking_utils

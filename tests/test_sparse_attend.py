@@ -246,13 +246,11 @@ def test_a_compiled_model_runs_the_flex_attention_outside_its_graphs():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("unpacked", [True, False])
-def test_a_compiled_model_on_unpacked_batches_builds_no_full_mask(monkeypatch, unpacked):
+def test_a_compiled_model_on_unpacked_batches_builds_no_full_mask(monkeypatch, transformers_masks, unpacked):
     # Compiled, transformers wraps the causal mask in a packed-sequence check it cannot evaluate; through sdpa_mask
     # that is a [B, 1, S, S] mask per forward (1 GiB at 32k) and a BlockMask rebuilt from it per layer. After
     # dsx.models.assume_unpacked_batches (a rank's models) no full mask is built; same logits either way.
-    from transformers import masking_utils
-
-    monkeypatch.setattr(masking_utils, "find_packed_sequence_indices", masking_utils.find_packed_sequence_indices)
+    masking_utils = transformers_masks
     full_masks = []
     real = masking_utils.sdpa_mask
     monkeypatch.setattr(masking_utils, "sdpa_mask", lambda *a, **k: full_masks.append(1) or real(*a, **k))

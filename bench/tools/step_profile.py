@@ -10,7 +10,7 @@ DeepSpeed engine step (dsx/rank/loop.py's step), on the same model, batch and GP
     python bench/tools/step_profile.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile \\
         --ds-config ds.json --out profile.jsonl
 
-The model sees no packed-sequence check (dsx.models.assume_unpacked_batches, as a rank; --packed-check keeps it).
+Causal masks stay plain under compile (dsx.models.assume_unpacked_batches, as in a rank; --transformers-masks: not).
 --set KEY=VALUE changes the model's config as `dsx run --set` does, --act-ckpt checkpoints activations as a rank does,
 and --sparse MODE builds the model with dsx's block-sparse attention (that DeepSpeed layout in 128-token blocks, the
 config parser's other defaults, compiled FlexAttention: CUDA) as `dsx run --sparse-attention MODE` does.
@@ -159,12 +159,12 @@ def main() -> None:
     parser.add_argument("--act-ckpt", action="store_true", help="activation checkpointing, as dsx run --act-ckpt")
     parser.add_argument("--sparse", default=None, metavar="MODE",
                         help="dsx's block-sparse attention with this DeepSpeed layout (128-token blocks)")
-    parser.add_argument("--packed-check", action="store_true",
-                        help="keep transformers' packed-sequence check, which dsx's ranks turn off (the A/B of "
+    parser.add_argument("--transformers-masks", action="store_true",
+                        help="keep transformers' own mask functions, which dsx's ranks replace (the A/B of "
                              "dsx.models.assume_unpacked_batches)")
     parser.add_argument("--out", default=None, help="append one JSON line per setup")
     args = parser.parse_args()
-    if not args.packed_check:
+    if not args.transformers_masks:
         assume_unpacked_batches()  # as a rank does: synthetic_batch is one whole sequence per row
 
     on_cuda = torch.cuda.is_available()
@@ -175,7 +175,7 @@ def main() -> None:
              synthetic_batch(resolved, args.micro_batch, "cpu", torch.Generator().manual_seed(0)).items()}
     common = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": resolved.seq_len,
               "compile": args.compile, "act_ckpt": args.act_ckpt, "sparse": args.sparse, "overrides": overrides,
-              "packed_check": args.packed_check,
+              "transformers_masks": args.transformers_masks,
               "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
               "torch": torch.__version__}
     rows = []

@@ -26,9 +26,9 @@ def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device)
     from dsx.models import assume_unpacked_batches, build_model
 
     attn = attention(plan, resolved, report)
-    if assume_unpacked_batches() and plan.toggles.compile:
-        report.notes.append("transformers' packed-sequence mask is off (a rank's batches are one whole sequence per "
-                            "row): the compiled model keeps the plain causal mask")
+    if assume_unpacked_batches() and plan.toggles.compile and resolved.task == "causal-lm":
+        report.notes.append("compiled with the plain causal mask (dsx.models.assume_unpacked_batches: a rank's batches "
+                            "are one whole sequence per row), not transformers' full [B, 1, S, S] one")
     if zero_stage(ds_config) != 3:
         return build_model(resolved, attn=attn, device=device)
     import deepspeed
