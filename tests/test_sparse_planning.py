@@ -182,23 +182,6 @@ def test_an_explicit_mode_runs_but_says_when_dense_is_predicted_faster():
     assert decision.notes[0].endswith("--sparse-attention auto would run dense attention")
 
 
-def test_auto_with_compile_runs_dense_where_the_kernels_alone_would_run_sparse():
-    decision = decide("auto", _block("bigbird", block=128), _gpt2(32768), "cuda", handed_to_deepspeed=False,
-                      origin="--sparse-set", compiled=True)
-    assert decision.plan is None and not decision.info["applied"]
-    assert decision.info["decision"].startswith("dense: with --compile, sparse attention measured slower than "
-                                                "dense on an H100 (gpt2-medium at 32k: 0.64x with checkpointing")
-    assert "attention forward+backward predicted 6.55x dense SDPA" in decision.info["decision"]
-
-
-def test_an_explicit_mode_with_compile_runs_and_says_dense_is_likely_faster():
-    decision = decide("bigbird", _block("bigbird", block=128), _gpt2(32768), "cuda", handed_to_deepspeed=False,
-                      origin="--sparse-set", compiled=True)
-    assert decision.plan is not None and decision.info["applied"]
-    assert decision.notes[0].startswith("sparse attention: dense SDPA is likely faster here: with --compile")
-    assert decision.notes[0].endswith("--sparse-attention auto would run dense attention")
-
-
 def test_auto_on_cpu_ranks_runs_dense():
     decision = decide("auto", _block("bigbird"), resolve_model("gpt2-tiny", {"attn_pdrop": 0}), "cpu",
                       handed_to_deepspeed=False, origin="--sparse-set")

@@ -24,16 +24,24 @@ def _key(row: dict) -> tuple:
     return row["model"]["preset"], row["model"]["seq_len"], _compiled(row), _ckpt(row)
 
 
-def _compiled(row: dict) -> bool:
-    return bool(row["toggles"].get("compile"))
+def _compiled(row: dict) -> str:
+    """"no", "yes", or "yes, full mask": compiled before dsx kept the plain causal mask under compile
+    (dsx.models.assume_unpacked_batches; the row has no note of it), with transformers' full [B, 1, S, S] mask."""
+    if not row["toggles"].get("compile"):
+        return "no"
+    notes = row.get("notes", [])
+    plain = any(note.startswith("compiled with the plain causal mask") for note in notes) or (
+        # h100_compiled/ ran between the two halves of that change: its sparse rows already had the plain mask
+        (row.get("sparse_attention") or {}).get("applied") and any("packed-sequence mask is off" in n for n in notes))
+    return "yes" if plain else "yes, full mask"
 
 
 def _ckpt(row: dict) -> bool:
     return bool(row["toggles"].get("act_ckpt"))
 
 
-def _how(compiled: bool, ckpt: bool) -> str:
-    return ("compiled" if compiled else "uncompiled") + (", checkpointed" if ckpt else ", no checkpointing")
+def _how(compiled: str, ckpt: bool) -> str:
+    return {"no": "uncompiled", "yes": "compiled"}.get(compiled, "compiled with the full mask") + (", checkpointed" if ckpt else ", no checkpointing")
 
 
 def predicted_now(row: dict) -> float | None:
@@ -54,7 +62,9 @@ def _auto(row: dict, ratio: float | None) -> str:
         return "-"
     if not sparse.get("applied", True):  # auto chose dense here: this row ran dense attention, like its base row
         return "dense (this row: two dense runs, the ratio is their noise)"
-    if predicted < AUTO_MARGIN or _compiled(row):  # auto runs dense under --compile (dsx.sparse.planning)
+    if _compiled(row) == "yes, full mask":
+        return "-"
+    if predicted < AUTO_MARGIN:
         return "dense" + (f" (sparse measured {ratio:.2f}x)" if ratio is not None else "")
     if ratio is None:
         return "sparse"
@@ -78,7 +88,7 @@ def cells(row: dict, base: dict | None) -> list[str]:
         memory = reserved / base_memory if reserved and base_memory else None
     step = (figures.get("step_time_s") or {}).get("median")
     return [row["model"]["preset"], f"{row['model']['seq_len']:,}", attention_text(row),
-            "yes" if _compiled(row) else "no", "yes" if _ckpt(row) else "no", str(sparse.get("block", "-")),
+            _compiled(row), "yes" if _ckpt(row) else "no", str(sparse.get("block", "-")),
             _fmt(sparse.get("tile_fraction"), ".1%"), row["status"],
             _fmt(step and step * 1e3, ",.0f"), _fmt(tokens, ",.0f"), _fmt(reserved and reserved / 2**30, ".1f"),
             _fmt(ratio, ".2f"), _fmt(memory, ".2f"), _fmt(predicted_now(row), ".2f"),
@@ -98,13 +108,13 @@ def main(*paths: str) -> int:
         if key not in best_dense or row["figures"]["tokens_per_s"] > best_dense[key]["figures"]["tokens_per_s"]:
             best_dense[key] = row
     for row in sorted(rows, key=lambda r: (r["model"]["preset"] != "gpt2-medium", r["model"]["preset"],
-                                           r["model"]["seq_len"], _compiled(r), -_ckpt(r),
+                                           r["model"]["seq_len"], _compiled(r) != "no", _compiled(r), -_ckpt(r),
                                            attention_text(r) != "dense", attention_text(r))):
         line = cells(row, dense.get(_key(row)))
         print("| " + " | ".join(line) + " |")
         best = best_dense.get((row["model"]["preset"], TARGET_SEQ))
         if (row["model"]["seq_len"] == TARGET_SEQ and attention_text(row) == "bigbird" and row["status"] == "ok"
-                and best is not None):
+                and best is not None and _compiled(row) != "yes, full mask"):
             targets[row["model"]["preset"], _compiled(row), _ckpt(row)] = (
                 row["figures"]["tokens_per_s"] / best["figures"]["tokens_per_s"], best)
     print()

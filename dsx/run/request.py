@@ -292,7 +292,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                   f"--config {request.config_path}" if request.config_path else f"--preset {request.preset}")
         try:
             sparse = decide(requested, block, resolved, device, handed_to_deepspeed=taken.handed, origin=origin,
-                            micro_batch=batch.train_micro_batch_size_per_gpu, compiled=request.compile)
+                            micro_batch=batch.train_micro_batch_size_per_gpu)
         except SparseRequestError as exc:
             raise RunRefused(str(exc)) from None
         notes += sparse.notes
