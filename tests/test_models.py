@@ -11,8 +11,8 @@ import torch
 from click.testing import CliRunner
 
 from dsx.cli import cli
-from dsx.models import (FAMILIES, MODELS, ModelError, assume_unpacked_batches, attn_available, build_model, count_params, parse_overrides,
-                        resolve_model, synthetic_batch)
+from dsx.models import (FAMILIES, MODELS, ModelError, assume_unpacked_batches, attn_available, build_model,
+                        count_params, parse_overrides, resolve_model, synthetic_batch)
 
 TINY = ["gpt2-tiny", "bert-tiny", "albert-tiny", "llama-tiny"]
 

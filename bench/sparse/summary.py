@@ -41,7 +41,9 @@ def _ckpt(row: dict) -> bool:
 
 
 def _how(compiled: str, ckpt: bool) -> str:
-    return {"no": "uncompiled", "yes": "compiled"}.get(compiled, "compiled with the full mask") + (", checkpointed" if ckpt else ", no checkpointing")
+    """How a row ran, in words, for the target lines."""
+    compiled_text = {"no": "uncompiled", "yes": "compiled"}.get(compiled, "compiled with the full mask")
+    return compiled_text + (", checkpointed" if ckpt else ", no checkpointing")
 
 
 def predicted_now(row: dict) -> float | None:
