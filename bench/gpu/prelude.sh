@@ -5,23 +5,39 @@
 # It installs the wheelhouse into /tmp/site (skipped on a warm host that already holds these very wheels:
 # reinstalling would touch DeepSpeed's sources and rebuild its JIT ops), puts this checkout first on PYTHONPATH
 # (the dsx under test is the working tree, not the wheel), sets the environment every run there needs, and
-# defines the helpers the scripts share. The helpers write to the log file $log:
+# defines the helpers the scripts share. PRELUDE_NO_INSTALL=1 skips the wheelhouse (a machine whose python3 already
+# has DeepSpeed: a dry run of a script here). The helpers write to the log file $log:
 #   start_log FILE           open $log at FILE: a '## UTC time GPUs' line, then torch/transformers/DeepSpeed versions
 #   run SECONDS COMMAND...   '+ COMMAND', COMMAND under `timeout` (signal $RUN_SIGNAL, TERM unless set), 'exit N';
 #                            returns COMMAND's status
-#   build_ops OP...          JIT-build DeepSpeed ops (FusedAdamBuilder, CPUAdamBuilder) at once, ~50-70 s each
-#   copy_out DEST PATTERN... copy the files matching each PATTERN (repo-relative) under DEST, keeping their paths
-#   keep_copies DEST PATTERN...  copy_out every 15 s in the background: what was measured comes back even when the
-#                            command is cut short
+#   set_deadline SECONDS     the script must be done SECONDS from now (a device command: 600 s, less a margin)
+#   time_left                prints the seconds left before it
+#   run_by CAP COMMAND...    run, its limit CAP or the time left less 10 s, whichever is smaller; with less than
+#                            MIN_RUN_S (default 30) s left it logs '+ COMMAND', 'skipped: N s left', 'exit 124'
+#                            and returns 124 without starting COMMAND
+#   build_ops OP...          JIT-build DeepSpeed ops (FusedAdamBuilder, CPUAdamBuilder, QuantizerBuilder) at once,
+#                            ~50-70 s each, each within BUILD_S s (default 900); logs 'ops: OP built in N s' or
+#                            'ops: OP FAILED ...'; returns non-zero if one failed
+#   copy_out [--flat] DEST PATTERN...  copy the files matching each PATTERN (repo-relative) under DEST, keeping their
+#                            paths (--flat: by their names only, straight into DEST)
+#   keep_copies [--flat] DEST PATTERN...  copy_out every 15 s in a background loop, so what was measured comes back
+#                            even when the command is cut short. The loop's output goes to /dev/null (it never holds
+#                            the command's stdout open: a piped device command returns when the script ends), it
+#                            ends by itself when the script's shell is gone, and keep_copies installs
+#                            `trap stop_copies EXIT`: the loop is stopped and one last copy made when the script
+#                            exits (a script with its own EXIT trap must call stop_copies in it). A second
+#                            keep_copies stops the first loop (with its last copy) before it starts its own.
+#   stop_copies              stop the loop now and make its last copy_out (nothing when no loop runs)
 #   show_log                 the log's command, exit and figure lines (what a device command prints at its end)
 _wh=${1:-.whl}
 _wheels=$(cd "$_wh" 2>/dev/null && ls -1 -- *.whl 2>/dev/null | sort)
-if [ -z "$_wheels" ]; then
+if [ -n "${PRELUDE_NO_INSTALL:-}" ]; then
+  :
+elif [ -z "$_wheels" ]; then
   echo "bench/gpu/prelude.sh: no wheels in '$_wh' (build them here with bench/gpu/wheelhouse.sh $_wh, carry $_wh)" >&2
   unset _wh _wheels
   return 1
-fi
-if [ "$_wheels" != "$(cat /tmp/site/.wheelhouse 2>/dev/null)" ]; then
+elif [ "$_wheels" != "$(cat /tmp/site/.wheelhouse 2>/dev/null)" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     "$_wh"/*.whl || return 1
   printf '%s\n' "$_wheels" >/tmp/site/.wheelhouse
@@ -54,32 +70,89 @@ run() {
   return $rc
 }
 
+set_deadline() {
+  _deadline=$(( $(date +%s) + $1 ))
+}
+
+time_left() {
+  echo $(( ${_deadline:-$(( $(date +%s) + 86400 ))} - $(date +%s) ))
+}
+
+run_by() {
+  local cap=$1 left
+  shift
+  left=$(( $(time_left) - 10 ))
+  [ "$left" -lt "$cap" ] && cap=$left
+  if [ "$cap" -lt "${MIN_RUN_S:-30}" ]; then
+    { echo "+ $*"; echo "skipped: $(time_left) s left before the deadline"; echo "exit 124"; } >>"$log"
+    return 124
+  fi
+  run "$cap" "$@"
+}
+
 build_ops() {
   # TORCH_CUDA_ARCH_LIST as dsx gives the ranks: the hosts set 9.0a, which DeepSpeed 0.19's op builder cannot parse
-  local op pids=()
+  local op i rc=0 t0=$(date +%s) pids=()
   for op in "$@"; do
-    TORCH_CUDA_ARCH_LIST=9.0 python3 -c "from deepspeed.ops.op_builder import $op; $op().load()" >>"$log" 2>&1 &
+    TORCH_CUDA_ARCH_LIST=9.0 timeout "${BUILD_S:-900}" python3 -c \
+      "from deepspeed.ops.op_builder import $op; $op().load()" >>"$log" 2>&1 &
     pids+=($!)
   done
-  wait "${pids[@]}"
+  for i in "${!pids[@]}"; do
+    if wait "${pids[$i]}"; then
+      echo "ops: ${*:i+1:1} built in $(( $(date +%s) - t0 )) s" >>"$log"
+    else
+      echo "ops: ${*:i+1:1} FAILED (exit $?) after $(( $(date +%s) - t0 )) s" >>"$log"
+      rc=1
+    fi
+  done
+  return $rc
 }
 
 copy_out() {
-  local dest=$1 pattern
+  local flat= dest pattern
+  [ "${1:-}" = --flat ] && { flat=1; shift; }
+  dest=$1
   shift
   mkdir -p "$dest"
   for pattern in "$@"; do
     # shellcheck disable=SC2086  # the pattern is expanded here, when the files exist
-    cp --parents $pattern "$dest"/ 2>/dev/null
+    if [ -n "$flat" ]; then
+      cp $pattern "$dest"/ 2>/dev/null
+    else
+      cp --parents $pattern "$dest"/ 2>/dev/null
+    fi
   done
   return 0
 }
 
 keep_copies() {
-  ( while sleep 15; do copy_out "$@"; done ) &
+  stop_copies
+  _copies_args=("$@")
+  (
+    trap 'kill "${_nap:-}" 2>/dev/null; exit 0' TERM INT
+    while kill -0 "$$" 2>/dev/null; do  # $$: the script's shell; the loop ends with it
+      sleep 15 &
+      _nap=$!
+      wait "$_nap"
+      copy_out "${_copies_args[@]}"
+    done
+  ) </dev/null >/dev/null 2>&1 &
+  _copies_pid=$!
+  trap stop_copies EXIT
+}
+
+stop_copies() {
+  if [ -n "${_copies_pid:-}" ]; then
+    kill "$_copies_pid" 2>/dev/null
+    wait "$_copies_pid" 2>/dev/null
+    _copies_pid=
+    copy_out "${_copies_args[@]}"
+  fi
+  return 0
 }
 
 show_log() {
-  local lines='^\+|^exit|^##|^torch|^ops|^\[|^sweep|^scaling|^OK|^ERROR|^dsx run:'
+  local lines='^\+|^exit|^##|^torch|^ops|^\[|^sweep|^scaling|^OK|^ERROR|^dsx run:|^skipped'
   grep -E "$lines|fits up|seconds|step time|tokens/s|MFU|memory max" "$log" | tail -n 60
 }

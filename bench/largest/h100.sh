@@ -47,21 +47,7 @@ for step in "${steps[@]}"; do
         { show_log; exit 1; }
       cat "$out/largest.json" >>"$log"
       # the proposed configuration as dsx sweep axes: one configuration, micro-batch at most the proposed one
-      mapfile -t axes < <(python3 - "$out/largest.json" <<'EOF'
-import json, sys
-answer = json.load(open(sys.argv[1]))
-c = answer["configuration"]
-args = ["--model", answer["model"]]
-for key, value in answer["overrides"].items():
-    args += ["--set", f"{key}={json.dumps(value)}"]
-args += ["--zero", str(c["zero"]), "--offload", c["offload"], "--act-ckpt", "on" if c["act_ckpt"] else "off",
-         "--compile", "on" if c["compile"] else "off", "--grad-accum", str(c["grad_accum"]),
-         "--micro-batch", "auto", "--mb-max", str(answer["micro_batch"])]
-if c.get("offload_ratio"):
-    args += ["--offload-ratio", str(c["offload_ratio"])]
-print("\n".join(args))
-EOF
-)
+      mapfile -t axes < <(python3 bench/largest/axes.py "$out/largest.json")
       echo "proposed: ${axes[*]}" >>"$log"
       RUN_SIGNAL=INT run 560 python3 -m dsx sweep "${axes[@]}" --steps 3 --warmup 1 --trial-timeout 270 \
         --results "$out/largest.jsonl"

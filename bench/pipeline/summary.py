@@ -1,5 +1,6 @@
 """The comparison tables of bench/pipeline/README.md, from rows of `dsx run` / `dsx sweep` with and without
---pipeline-stages (bench/pipeline/h100.sh, h200x2.sh):
+--pipeline-stages (bench/pipeline/h100.sh, cpu.sh; the multi-GPU rows: bench/multigpu/summary.py, which also
+measures the bubble):
 
     PYTHONPATH=. python3 bench/pipeline/summary.py bench/pipeline/h100/runs.jsonl
 
