@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 # the parts a capability adds, re-exported: every module reads the row from here
-from dsx.row_parts import (CollectiveComm, Comm, CommPhase, CommPredicted, LaunchInfo, MemoryMax, PipelineInfo,
-                           PipelineStage, SparseAttentionInfo, TrainerFigures, _Row)
+from dsx.row_parts import (CollectiveComm, Comm, CommPhase, CommPredicted, DataInfo, LaunchInfo, MemoryMax, ParityInfo,
+                           ParityVerdict, PipelineInfo, PipelineStage, SparseAttentionInfo, TrainerFigures, _Row)
 
 SCHEMA_VERSION = 1
 """Bump when a field changes meaning or is removed; adding an optional field does not need a bump."""
@@ -136,8 +136,11 @@ class RankResult(_Row):
     device: str | None = None
     step_time_s: list[float] = Field(default_factory=list)
     loss: list[float] = Field(default_factory=list)
-    """Mean loss over the micro-batches of each timed step. Every rank gets the same synthetic batches, so
-    ranks must agree: a cheap check that they hold the same weights."""
+    """Each timed step's mean loss over the micro-batches of every data-parallel replica (dsx.rank.loop), so every
+    rank records the same value."""
+    warmup_loss: list[float] = Field(default_factory=list)
+    """The same for the warm-up steps (rows before this field: empty). warmup_loss + loss is the whole curve, step
+    0 first, that dsx.parity compares."""
     timings_s: dict[str, float] = Field(default_factory=dict)
     """Seconds to reach each phase from the one before: imported_s (from process start), distributed_s,
     model_built_s (rank 0: includes --flop-check), initialized_s (deepspeed.initialize), warmup_done_s,
@@ -268,6 +271,10 @@ class RunRow(_Row):
     """The interpreter the ranks ran (`--python`); null: dsx's own."""
     launch: LaunchInfo | None = None
     """Set on `dsx launch` rows (kind 'launch')."""
+    data: DataInfo | None = None
+    """What the run trained on (dsx.data); null in rows before it: uniform random tokens."""
+    parity: ParityInfo | None = None
+    """Set on the rows of a parity check (`dsx check`, `dsx sweep --check`; dsx.parity)."""
 
     @model_validator(mode="after")
     def _kind_has_its_fields(self):
@@ -289,13 +296,14 @@ def canonical_json(config: dict) -> str:
 
 def trial_key(*, ds_config: dict, model: dict, toggles: dict, device: str, world_size: int, steps: int, warmup: int,
               memory_cap: int | None, nodes: dict | None = None, pipeline: dict | None = None,
-              lane: dict | None = None) -> str:
+              lane: dict | None = None, data: dict | None = None) -> str:
     """What makes two runs the same trial (RunRow.trial_key): the resolved config (the micro-batch is inside it), the
     model and its overrides, the toggles, device, world size, steps and the memory cap, for a hostfile run the
-    selected nodes and the launcher, for a pipeline its stages and partition, and for a `--python` run the
-    interpreter and its DeepSpeed (keys of runs without them stay as they were)."""
+    selected nodes and the launcher, for a pipeline its stages and partition, for a `--python` run the
+    interpreter and its DeepSpeed, and data other than the default synthetic source (keys of runs without them stay
+    as they were)."""
     return config_hash({**(nodes or {}), **({"pipeline": pipeline} if pipeline else {}),
-                        **({"lane": lane} if lane else {}), "ds_config": ds_config,
+                        **({"lane": lane} if lane else {}), **({"data": data} if data else {}), "ds_config": ds_config,
                         **model, "toggles": toggles, "device": device, "world_size": world_size, "steps": steps,
                         "warmup": warmup, "memory_cap": memory_cap})
 

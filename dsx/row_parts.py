@@ -5,7 +5,7 @@ dsx.results, which holds the rest of the row."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -195,3 +195,58 @@ class LaunchInfo(_Row):
     """The Trainer's own figures when the script is a transformers Trainer that reported them; else null."""
     log: str | None = None
     """The job's output (all ranks), kept beside the results file."""
+
+
+class DataInfo(_Row):
+    """What the run trained on (dsx.data) and how long its ranks waited for it."""
+
+    source: str
+    """synthetic (the learnable default), random, tokens (a binary token file) or dataset (save_to_disk)."""
+    label: str
+    path: str | None = None
+    dtype: str | None = None
+    seed: int | None = None
+    tokens: int | None = None
+    """Token ids the file or dataset holds."""
+    global_batch: int | None = None
+    """Samples per optimizer step over every replica: step s trained samples [s x global_batch, (s+1) x ...)."""
+    wait_s_median: float | None = None
+    """Per timed step, the slowest rank's seconds to make its batches and move them to the device (not in the step
+    time), then the median."""
+    wait_share: float | None = None
+    """wait_s_median / (wait_s_median + the median step time): the share of the wall a loader this slow costs."""
+
+
+class ParityVerdict(_Row):
+    """What a parity check found (dsx.parity.judge)."""
+
+    verdict: Literal["same", "differs", "by design", "unknown"] | None = None
+    """same: every step's loss within the tolerance of the reference's; differs: a step outside it; by design: the
+    configuration changes the arithmetic on purpose (by_design says how), the difference is reported, not judged;
+    unknown: a run of the check failed (reason)."""
+    steps: int | None = None
+    """Steps compared (warm-up steps included: every step from the first)."""
+    max_abs_diff: float | None = None
+    """The largest |loss(candidate) - loss(reference)| over the steps."""
+    at_step: int | None = None
+    reference_spread: float | None = None
+    """The largest |loss(reference A) - loss(reference B)| over the steps: B is the same training as A in fp32 (a
+    bf16/fp16 run) or with its global batch split the other way (fp32; dsx.parity.alternate_split)."""
+    tolerance: float | None = None
+    rule: str | None = None
+    """How the tolerance was made from the spread."""
+    by_design: str | None = None
+    reason: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class ParityInfo(ParityVerdict):
+    """The row's part in a parity check (dsx.parity): does this configuration train the same model as plain data
+    parallel on the same data? The verdict is on the row written last in the check (the candidate's, or the last
+    reference's when the candidate row existed before), with `candidate_run_id` naming the row it judges; the other
+    rows of the check carry its id and their role only."""
+
+    check_id: str
+    role: Literal["candidate", "reference"]
+    candidate_run_id: str | None = None
+    reference_run_ids: list[str] = Field(default_factory=list)

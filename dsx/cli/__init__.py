@@ -20,6 +20,7 @@ COMMANDS = {
     "models": ("dsx.cli.models", "List the model presets with parameter counts."),
     "run": ("dsx.cli.run", "Train a model preset with DeepSpeed for a few steps; measure; append a result row."),
     "estimate": ("dsx.cli.estimate", "Predict peak GPU memory, host memory, the largest micro-batch and speed; no GPU."),
+    "check": ("dsx.cli.check", "Does a configuration train the same model as plain data parallel? Loss, step by step."),
     "sweep": ("dsx.cli.sweep", "Run many configurations (ZeRO x offload x batch x ...); survives OOMs; resumable."),
     "launch": ("dsx.cli.launch", "Launch your own script under a checked DeepSpeed config (hostfile, multi-node)."),
     "report": ("dsx.cli.report", "Tables, plots and the best config from result rows."),

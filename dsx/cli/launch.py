@@ -10,7 +10,7 @@ import tempfile
 import click
 
 from dsx.cli.lane_options import python_option
-from dsx.cli.options import node_options
+from dsx.cli.options import data_options, node_options
 
 
 @click.command("launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -37,9 +37,11 @@ from dsx.cli.options import node_options
 @click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
               help="JSON-lines file the launch's row is appended to (the job's output is kept beside it).")
 @click.option("--dry-run", is_flag=True, help="Print the checked launch (commands, environment, layout); run nothing.")
+@data_options
 @python_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len, results, dry_run, python, command,
+def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len, results, dry_run, data, data_dtype,
+            data_seed, python, command,
             **nodes):
     """Launch COMMAND (after --) on every rank, under a DeepSpeed config dsx has checked.
 
@@ -85,6 +87,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
     from dsx.userjob.record import Recorder
     from dsx.run.request import resolve_lane
     from dsx.versions import VersionError, resolve_target
+    from dsx.data.spec import data_env
 
     command = list(command)
     if command and command[0] == "--":
@@ -118,6 +121,10 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
                 click.echo(f"dsx launch: {finding.render()}", err=True)
 
             config_args, config_env = preflight.config_delivery(config_arg, config_path)
+            data_spec = None
+            if data is not None or data_dtype is not None or data_seed is not None:
+                data_spec = launch_data(data, data_dtype, data_seed, seq_len)
+                config_env = {**config_env, **data_env(data_spec)}
             command = [*command, *config_args]
             env = dict(os.environ)
             if placement.layout is not None and node_request.launcher != "no-ssh":
@@ -149,7 +156,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
         recorder = Recorder(results, device=device, world=world, placement=placement, env=env, plan=plan,
                             config=loaded.data, config_path=config_path, hf=hf, config_arg=config_arg,
                             user_command=command, script=script, args=args, trainer=trainer, seq_len=seq_len,
-                            nodes=node_request, gpu_names=gpu_names, lane=lane)
+                            nodes=node_request, gpu_names=gpu_names, lane=lane, data=data_spec)
         click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
         try:
             done = run_plan(plan, timeout_s or None, log_path=recorder.log_path, echo=True, on_start=recorder.start)
@@ -169,6 +176,21 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
         for line in job_failure_lines(done.returncode, done.tail):
             click.echo(line, err=True)
     sys.exit(done.returncode or 0)
+
+
+def launch_data(data, dtype, seed, seq_len):
+    """--data of a launch: checked as far as dsx can without the script's model (a file's dtype and size; with
+    --seq-len, at least one window), handed to the ranks in DSX_DATA* (dsx.data.spec.spec_from_env)."""
+    from dsx.data import DataError
+    from dsx.data.files import inspect
+    from dsx.data.spec import parse_data
+    from dsx.run.refused import RunRefused
+
+    try:
+        spec, _ = inspect(parse_data(data, dtype, seed), None, seq_len)
+    except DataError as exc:
+        raise RunRefused(str(exc)) from None
+    return spec
 
 
 def job_failure_lines(code: int, tail: str) -> list[str]:

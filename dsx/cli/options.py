@@ -220,3 +220,21 @@ def host_options(f):
     for option in reversed(_HOST_OPTIONS):
         f = option(f)
     return f
+
+
+_DATA_OPTIONS = (
+    click.option("--data", metavar="synthetic|random|PATH",
+                 help="What the model trains on: synthetic (default: a seeded Markov source a model learns in tens of "
+                      "steps), random (uniform ids: the loss cannot fall), or your tokens: a flat uint16/uint32 file "
+                      "(nanoGPT's .bin) or a datasets folder (save_to_disk) with input_ids."),
+    click.option("--data-dtype", type=click.Choice(["uint16", "uint32"]),
+                 help="The ids' width in a --data token file (default: uint16 when the vocabulary fits, else uint32)."),
+    click.option("--data-seed", type=int, help="Seed of the synthetic and random sources (default 1234)."),
+)
+
+
+def data_options(f):
+    """--data, --data-dtype, --data-seed (dsx.data): run, sweep, check."""
+    for option in reversed(_DATA_OPTIONS):
+        f = option(f)
+    return f

@@ -128,6 +128,9 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
             comm = rp.comm_table(shown)
             if comm is not None:
                 tables.append(comm)
+            parity = rp.parity_table(rows)
+            if parity is not None:
+                tables.append(parity)
         if shown_launches:
             tables.append(rp.launches_table(shown_launches, show_status=show_all))
 

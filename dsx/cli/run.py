@@ -8,46 +8,79 @@ import time
 import click
 
 from dsx.cli.lane_options import run_lane_options
-from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, model_options, node_options,
+from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, data_options, model_options, node_options,
                              pipeline_options, sparse_options)
 
 ENTERED = time.time()
 
+RUN_OPTIONS = (
+    model_options,
+    config_source_options,
+    click.option("--gpus", type=click.IntRange(min=1),
+                 help="Ranks: GPUs to use (default all visible); without a GPU, CPU ranks (default 1)."),
+    node_options,
+    pipeline_options,
+    click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed optimizer steps."),
+    click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
+                 help="Untimed optimizer steps first."),
+    click.option("--tf32", is_flag=True, help="Allow TF32 matmuls (CUDA, fp32 math)."),
+    click.option("--compile", "compile_", is_flag=True, help="engine.compile() (DeepSpeed's torch.compile)."),
+    click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
+                 help="Attention implementation (flash: flash_attn on CUDA)."),
+    act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable); bare --act-ckpt is on."),
+    sparse_options,
+    data_options,
+    click.option("--flop-check", is_flag=True,
+                 help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers."),
+    click.option("--memory-cap", type=SIZE, metavar="SIZE",
+                 help="Memory one rank may use, e.g. 40GiB: a smaller GPU on a big one (torch's allocator limit); on "
+                      "CPU ranks RLIMIT_DATA. Past it the run is an oom row."),
+    click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
+                 help="JSON-lines file the row is appended to."),
+    click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=3600, show_default=True,
+                 help="Kill the run after this many seconds (0: never)."),
+    click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log)."),
+    click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang."),
+    run_lane_options,
+)
+"""Every flag of `dsx run` that says what to train and how, top to bottom as --help lists them."""
+
+
+def run_options(f):
+    """RUN_OPTIONS on a command (`dsx run`, `dsx check`)."""
+    for decorator in reversed(RUN_OPTIONS):
+        f = decorator(f)
+    return f
+
+
+def request_of(options: dict, command: list[str]):
+    """The RunRequest of `dsx run`'s flags (run_options' parameters, by name); click.UsageError for bad --set."""
+    from dsx.models import ModelError, parse_overrides
+    from dsx.run import NODE_KEYS, RunRequest, config_flags
+
+    o = dict(options)
+    try:
+        overrides = parse_overrides(o["sets"])
+    except ModelError as exc:
+        raise click.UsageError(str(exc)) from None
+    return RunRequest(
+        model=o["model"], overrides=overrides, seq_len=o["seq_len"], vocab_pad=o["vocab_pad"],
+        config_path=o["config_path"], preset=o["ds_preset"], config_flags=config_flags(o), ds_sets=tuple(o["ds_sets"]),
+        gpus=o["gpus"], steps=o["steps"], warmup=o["warmup"], tf32=o["tf32"], compile=o["compile_"], attn=o["attn"],
+        act_ckpt=o["act_ckpt"] == "on", results=o["results"], timeout_s=o["timeout_s"] or None,
+        flop_check=o["flop_check"], echo=o["verbose"], command=command, inject_failure=o["inject_failure"],
+        entered_at=ENTERED, memory_cap=o["memory_cap"], sparse_attention=o["sparse_attention"],
+        sparse_sets=tuple(o["sparse_sets"]), comm_log=o["comm_log"], python=o["python"], data=o["data"],
+        data_dtype=o["data_dtype"], data_seed=o["data_seed"], **{key: o[key] for key in NODE_KEYS},
+        pipeline_stages=o["pipeline_stages"], pipeline_partition=o["pipeline_partition"],
+    )
 
 
 @click.command("run")
-@model_options
-@config_source_options
-@click.option("--gpus", type=click.IntRange(min=1),
-              help="Ranks: GPUs to use (default all visible); without a GPU, CPU ranks (default 1).")
-@node_options
-@pipeline_options
-@click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed optimizer steps.")
-@click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
-              help="Untimed optimizer steps first.")
-@click.option("--tf32", is_flag=True, help="Allow TF32 matmuls (CUDA, fp32 math).")
-@click.option("--compile", "compile_", is_flag=True, help="engine.compile() (DeepSpeed's torch.compile).")
-@click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
-              help="Attention implementation (flash: flash_attn on CUDA).")
-@act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable); bare --act-ckpt is on.")
-@sparse_options
-@click.option("--flop-check", is_flag=True,
-              help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers.")
-@click.option("--memory-cap", type=SIZE, metavar="SIZE",
-              help="Memory one rank may use, e.g. 40GiB: a smaller GPU on a big one (torch's allocator limit); on "
-                   "CPU ranks RLIMIT_DATA. Past it the run is an oom row.")
-@click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
-              help="JSON-lines file the row is appended to.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=3600, show_default=True,
-              help="Kill the run after this many seconds (0: never).")
+@run_options
 @click.option("--dry-run", is_flag=True,
               help="Print the launcher command, environment changes and config; run and write nothing.")
-@click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log).")
-@click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang.")
-@run_lane_options
-def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, steps, warmup, tf32, compile_,
-            attn, act_ckpt, sparse_attention, sparse_sets, flop_check, memory_cap, results, timeout_s, dry_run, verbose, inject_failure,
-            comm_log, python, **config_and_nodes):
+def command(dry_run, **options):
     """Train a model preset for a few steps with DeepSpeed and measure it.
 
     One process per GPU through DeepSpeed's launcher (CPU ranks with gloo when there is no GPU). Appends one row
@@ -61,24 +94,10 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     dsx run --model gpt2 --zero 2 --hostfile hostfiles/two-nodes-8gpu --master-addr node1
     dsx run --model gpt2-xl --pipeline-stages 2 --gpus 2 --micro-batch 4 --grad-accum 16
     """
-    from dsx.models import ModelError, parse_overrides
-    from dsx.run import NODE_KEYS, RunRefused, RunRequest, config_flags, describe_dry_run, execute, prepare, summary
+    from dsx.run import RunRefused, describe_dry_run, execute, prepare, summary
 
-    try:
-        overrides = parse_overrides(sets)
-    except ModelError as exc:
-        raise click.UsageError(str(exc)) from None
-    request = RunRequest(
-        model=model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_path=config_path,
-        preset=ds_preset, config_flags=config_flags(config_and_nodes), ds_sets=tuple(ds_sets), gpus=gpus,
-        steps=steps, warmup=warmup, tf32=tf32, compile=compile_, attn=attn, act_ckpt=act_ckpt == "on",
-        results=results,
-        timeout_s=timeout_s or None, flop_check=flop_check, echo=verbose,
-        command=["dsx", *sys.argv[1:]], inject_failure=inject_failure, entered_at=ENTERED,
-        memory_cap=memory_cap, sparse_attention=sparse_attention, sparse_sets=tuple(sparse_sets),
-        comm_log=comm_log, python=python, **{key: config_and_nodes[key] for key in NODE_KEYS},
-        pipeline_stages=config_and_nodes["pipeline_stages"], pipeline_partition=config_and_nodes["pipeline_partition"],
-    )
+    request = request_of(options, ["dsx", *sys.argv[1:]])
+    results = request.results
     try:
         prepared = prepare(request, check_nodes=not dry_run, write=not dry_run)
     except RunRefused as exc:

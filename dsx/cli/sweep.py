@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from dsx.cli.lane_options import python_option
-from dsx.cli.options import SIZE, gpu_kind_options, host_options, node_options, pick_gpu_kind
+from dsx.cli.options import SIZE, data_options, gpu_kind_options, host_options, node_options, pick_gpu_kind
 from dsx.cli.sweep_axes import (_act_ckpt, _booleans, _buckets, _choices, _ints, _one_or_list, _ratios, _sparse_words,
                                 _stages, _vary)
 
@@ -75,6 +75,11 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @click.option("--sparse-set", "sparse_sets", multiple=True, metavar="KEY=VALUE",
               help="A sparse_attention block key for every sparse trial (dsx run --sparse-set).")
 @node_options
+@data_options
+@click.option("--check", "check", is_flag=True,
+              help="Before calling a configuration best, check that it trains the same model as plain data "
+                   "parallel (dsx check, on its row's losses: two reference runs); one that differs is passed over "
+                   "for the next.")
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Timed steps per trial.")
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed steps first.")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one rank may use (dsx run --memory-cap).")
@@ -103,7 +108,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
-            sparse_sets, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
+            sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
             gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
@@ -172,7 +177,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
                if value is not None and not (key == "launcher" and value == "pdsh")},
         sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
-        bucket_size=_buckets(bucket_size),
+        bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
     )
     if python:  # a bad interpreter is refused before the sweep announces anything
         from dsx.run.refused import RunRefused
@@ -215,8 +220,14 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
     except SweepError as exc:
         raise click.UsageError(str(exc)) from None
     _print_summary(outcome)
+    passed_over: set[str] = set()
+    if check and not outcome.interrupted:
+        try:
+            passed_over = _check_best(spec, outcome)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
     if not outcome.interrupted:
-        _print_best(spec)
+        _print_best(spec, passed_over)
     if outcome.interrupted:
         click.echo("dsx sweep: interrupted; the running trial's processes were stopped. Run the same command to "
                    "resume.", err=True)
@@ -245,13 +256,58 @@ def _default_search(spec, ctx) -> str | None:
             "predicts fastest; the model, precision, optimizer and --set/--ds-set as given)")
 
 
-def _print_best(spec) -> None:
-    """The fastest ok row of this sweep as `dsx report --best` gives it, its config as JSON on stdout to paste."""
+def _print_best(spec, passed_over: set[str] = frozenset()) -> None:
+    """The fastest ok row of this sweep as `dsx report --best` gives it (less the configurations --check passed
+    over), its config as JSON on stdout to paste."""
     from dsx.sweep.best import best_lines
 
-    lines = best_lines(Path(spec.results), spec.sweep_id())
+    lines = best_lines(Path(spec.results), spec.sweep_id(), passed_over)
     if lines:
         click.echo("\n".join(lines))
+
+
+def _check_best(spec, outcome, tries: int = 3) -> set[str]:
+    """--check: the parity check on the best row, then (if it differs) on the next configuration's best, up to
+    `tries` configurations; the labels of those that differ (passed over)."""
+    from dsx.parity import plan_check, run_check, table
+    from dsx.report.best import pick_best
+    from dsx.report.load import ReportError
+    from dsx.run import RunRefused
+    from dsx.sweep.trials import run_request
+
+    passed_over: set[str] = set()
+    by_run = {t.row["run_id"]: t for t in outcome.trials if t.row}
+    for _ in range(tries):
+        rows = [r for r in read_sweep_rows(spec) if r["sweep"]["label"] not in passed_over]
+        try:
+            row = pick_best(rows).row
+        except ReportError:
+            return passed_over
+        trial = by_run.get(row["run_id"])
+        if trial is None:
+            click.echo(f"dsx sweep --check: the best row {row['run_id'][:8]} is not one of this sweep's trials", err=True)
+            return passed_over
+        label = row["sweep"]["label"]
+        click.echo(f"\ndsx sweep --check: does {label} mb{row['micro_batch']} train the same model as plain data "
+                   "parallel?", err=True)
+        try:
+            plan = plan_check(run_request(spec, trial.configuration, trial.micro_batch, trial.search))
+        except RunRefused as exc:
+            click.echo(f"  not checked: {exc}", err=True)
+            return passed_over
+        judgement, checked = run_check(plan, say=lambda text: click.echo(text, err=True), existing=row)
+        click.echo(table(judgement, checked), err=True)
+        if judgement.verdict != "differs":
+            return passed_over
+        passed_over.add(label)
+        click.echo(f"dsx sweep --check: {label} trains a different model: passed over", err=True)
+    return passed_over
+
+
+def read_sweep_rows(spec) -> list[dict]:
+    from dsx.results import read_rows
+
+    return [r for r in read_rows(Path(spec.results)) if (r.get("sweep") or {}).get("sweep_id") == spec.sweep_id()]
 
 
 def _print_plan(spec, configurations, refused: dict) -> None:

@@ -106,7 +106,7 @@ def parse_text(text: str, source: str) -> LoadedConfig:
     return LoadedConfig(data=data, duplicate_keys=duplicates, is_hjson=is_hjson)
 
 
-def _not_a_file(mode: int) -> str | None:
+def not_a_regular_file(mode: int) -> str | None:
     """What a non-regular file is, in words ('a FIFO'); None for a regular file."""
     if stat.S_ISREG(mode):
         return None
@@ -118,7 +118,7 @@ def _not_a_file(mode: int) -> str | None:
 def _read_bytes(path: Path) -> bytes:
     """At most MAX_CONFIG_BYTES of a regular file; anything else is refused before a byte is read."""
     try:
-        kind = _not_a_file(os.stat(path).st_mode)
+        kind = not_a_regular_file(os.stat(path).st_mode)
     except FileNotFoundError:
         raise UnreadableConfig(f"{path}: no such file") from None
     except OSError as exc:
@@ -131,7 +131,7 @@ def _read_bytes(path: Path) -> bytes:
     except OSError as exc:
         raise UnreadableConfig(f"{path}: cannot read: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as file:
-        kind = _not_a_file(os.fstat(fd).st_mode)
+        kind = not_a_regular_file(os.fstat(fd).st_mode)
         if kind:
             raise UnreadableConfig(f"{path}: is {kind}, not a config file")
         data = file.read(MAX_CONFIG_BYTES + 1)

@@ -1,10 +1,12 @@
 """A rank's work, phase by phase: imports, the process group, the model, deepspeed.initialize, then warm-up and
-timed optimizer steps on synthetic batches.
+timed optimizer steps on the run's data (dsx.data).
 
 A step is grad_accum micro-batches of forward + engine.backward + engine.step (a pipeline: engine.train_batch over
 them, dsx.rank.pipeline). The clock (time.perf_counter) is read after a device synchronisation
-(torch.cuda.synchronize) on both sides of each step; batches are made before the clock starts. Every rank draws
-the same batches (one seed), so the loss of a step must be equal on every rank. engine.step() runs under
+(torch.cuda.synchronize) on both sides of each step; batches are made (and their time recorded as the data wait)
+before the clock starts. Each data-parallel replica trains its own shard of the step's global batch
+(dsx.data.batches), and the loss a rank records is the step's mean over every replica (an all-reduce of one number
+after the clock stops), so every rank records the same loss and it does not depend on the split. engine.step() runs under
 torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step all-gathers into views
 of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a view and is being
 modified inplace"; a `--python` lane on CPU ranks).
@@ -22,7 +24,7 @@ from pathlib import Path
 from dsx import leftovers
 
 from dsx.rank.comms import CommCounter
-from dsx.rank.faults import maybe_inject
+from dsx.rank.faults import install_gradient_fault, maybe_inject
 from dsx.rank.measure import NvmlSampler, apply_memory_cap, collect_memory, reset_peaks
 from dsx.rank.model import build, flop_check
 from dsx.rank.progress import Progress
@@ -62,7 +64,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
     apply_memory_cap(torch, device, on_cuda, plan.memory_cap, report)
     progress.phase("distributed")
 
-    from dsx.models import resolve_model, synthetic_batch
+    from dsx.models import resolve_model
 
     resolved = resolve_model(plan.model, plan.overrides, seq_len=plan.seq_len, vocab_pad=plan.vocab_pad)
     ds_config = json.loads(Path(plan.ds_config_path).read_text())
@@ -80,10 +82,14 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
 
         trainer = pipeline.initialize(plan, resolved, ds_config, report, device, progress)
     maybe_inject(injection, rank, None)
+    if install_gradient_fault(injection, rank, trainer.engine.module):
+        report.notes.append("injected: the first block's gradients are zeroed (--inject-failure grad)")
     comm = CommCounter(trainer.engine, ds_config)
 
-    micro, accum = plan.micro_batch, plan.grad_accum
-    generator = torch.Generator().manual_seed(plan.seed)  # batches are drawn on the CPU, the same on every rank
+    from dsx.data.batches import Batches
+
+    replica, replicas = trainer.data_parallel()
+    data = Batches(plan.data, resolved, plan.micro_batch, plan.grad_accum, replica, replicas)
     # Re-seed the global RNG (dropout masks): building the model used it differently per rank (under ZeRO-3 only
     # rank 0 initialises the weights), and every rank must compute the same loss.
     torch.manual_seed(plan.seed + 1)
@@ -104,14 +110,15 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         if timed_index >= 0:
             maybe_inject(injection, rank, timed_index)
             comm.before_step()
-        batches = [{k: v.to(device, non_blocking=True) for k, v in
-                    synthetic_batch(resolved, micro, device, generator).items()} for _ in range(accum)]
+        made = time.perf_counter()
+        batches = [{k: v.to(device, non_blocking=True) for k, v in batch.items()} for batch in data.step(i)]
         sync()
         start = time.perf_counter()
+        report.data_wait_s.append(start - made)
         losses = trainer.step(batches)
         sync()
         elapsed = time.perf_counter() - start
-        value = float(torch.stack([x.float() for x in losses]).mean().item())
+        value = trainer.step_loss(losses)
         if timed_index >= 0:
             report.step_time_s.append(elapsed)
             report.loss.append(value)
@@ -139,6 +146,24 @@ class Trainer:
     def __init__(self, engine):
         self.engine = engine
         engine.train()
+
+    def data_parallel(self) -> tuple[int, int]:
+        """(this rank's replica, replicas): every rank is a data-parallel replica of the whole model."""
+        import deepspeed.comm as dist
+
+        return dist.get_rank(), dist.get_world_size()
+
+    def step_loss(self, losses: list) -> float:
+        """The step's mean loss over every replica's micro-batches: one all-reduce of one number (through
+        torch.distributed, which DeepSpeed's comms logger does not count)."""
+        import torch
+
+        value = torch.stack([x.float() for x in losses]).mean()
+        replicas = self.data_parallel()[1]
+        if replicas > 1:
+            torch.distributed.all_reduce(value)
+            value = value / replicas
+        return float(value.item())
 
     def step(self, batches: list[dict]) -> list:
         """One optimizer step; the micro-batches' losses (detached)."""

@@ -30,7 +30,7 @@ def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device)
         report.notes.append("compiled with the plain causal mask (dsx.models.assume_unpacked_batches: a rank's batches "
                             "are one whole sequence per row), not transformers' full [B, 1, S, S] one")
     if zero_stage(ds_config) != 3:
-        return build_model(resolved, attn=attn, device=device)
+        return build_initialised(resolved, attn, device)
     import deepspeed
 
     # What transformers itself does for from_config under ZeRO-3 (modeling_utils._from_config): skip the normal
@@ -54,6 +54,27 @@ def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device)
         report.notes.append("ZeRO-3: model built under deepspeed.zero.Init")
     if not any(hasattr(p, "ds_id") for p in model.parameters()):
         raise RuntimeError("ZeRO-3: the model's parameters were not partitioned by deepspeed.zero.Init")
+    return model
+
+
+def build_initialised(resolved, attn: str, device):
+    """The model with its weights initialised as the ZeRO-3 path below does it: made under transformers'
+    no_init_weights (no initialisation while the modules are created), then initialize_weights, module by module in
+    the same order. So the same seed gives the same initial weights at every ZeRO stage (a plain from_config first
+    initialises each nn.Linear as it is made, which draws other numbers), which dsx.parity relies on."""
+    from dsx.models import build_model
+
+    try:
+        from transformers.initialization import guard_torch_init_functions, no_init_weights
+    except ImportError:  # transformers before 5: its ZeRO-3 path has no initialize_weights_zero3 either
+        return build_model(resolved, attn=attn, device=device)
+    import torch
+
+    with no_init_weights():
+        model = build_model(resolved, attn=attn, device=device)
+    with torch.no_grad(), guard_torch_init_functions():
+        model.initialize_weights()
+    model.tie_weights()
     return model
 
 

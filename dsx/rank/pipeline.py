@@ -214,12 +214,13 @@ def build_pipeline_module(plan: RankPlan, resolved, device, report: RankReport):
     """The PipelineModule of this rank's stage; the HF model is built with the run's seed (set by the caller)."""
     from deepspeed.pipe import PipelineModule
 
-    from dsx.models import build_model
+    from dsx.rank.model import build_initialised
 
     pipe = plan.pipeline
     # One stage holds everything: build it on the device at once (like the plain path). More stages: on the CPU,
-    # and only this stage's layers move to the device.
-    model = build_model(resolved, attn=attention(plan, resolved, report), device=device if pipe.stages == 1 else "cpu")
+    # and only this stage's layers move to the device (so on GPUs its initial weights are drawn by the CPU's
+    # generator, not the GPU's: other numbers than the plain path's).
+    model = build_initialised(resolved, attention(plan, resolved, report), device if pipe.stages == 1 else "cpu")
     loss = CausalLMLoss(model.loss_function, resolved.vocab_size)
     modules = _Modules()
     specs = layer_specs(model, resolved.family, modules)
@@ -237,6 +238,15 @@ class PipelineTrainer:
     def __init__(self, engine, report: RankReport):
         self.engine = engine
         self.report = report
+
+    def data_parallel(self) -> tuple[int, int]:
+        """(this rank's replica, replicas): a replica is a whole pipeline; its stages read the same batches."""
+        grid = self.engine.grid
+        return grid.data_parallel_id, grid.data_parallel_size
+
+    def step_loss(self, losses: list) -> float:
+        """The engine's loss: already the mean over the step's micro-batches and the replicas."""
+        return float(losses[0].float().item())
 
     def step(self, batches: list[dict]) -> list:
         """One optimizer step over grad_accum micro-batches: the first stage reads the inputs, the last the labels

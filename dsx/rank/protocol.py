@@ -16,6 +16,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsx.data.spec import DataSpec
 from dsx.sparse.spec import SparsePlan
 
 PLAN_FILE = "plan.json"
@@ -28,7 +29,8 @@ TIMELINE = ("process_start", *PHASES[1:-1], "end")
 """The time marks between which a rank's spans are measured (RankResult.timings_s: imported_s, ...): the process's
 start instead of 'started' and the final write ('end') instead of 'done'."""
 
-INJECTION_KINDS = ("error", "oom", "exit", "hang")
+INJECTION_KINDS = ("error", "oom", "exit", "hang", "grad")
+"""grad: not a crash but a wrong training (dsx.rank.faults.install_gradient_fault), for the parity check's test."""
 
 
 class Toggles(BaseModel):
@@ -46,7 +48,7 @@ class Injection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["error", "oom", "exit", "hang"]
+    kind: Literal["error", "oom", "exit", "hang", "grad"]
     step: int | None = None
     rank: int | None = None
 
@@ -102,6 +104,8 @@ class RankPlan(BaseModel):
     sparse_attention: SparsePlan | None = None
     """Block-sparse attention (dsx.sparse): the model is built with attn_implementation "dsx_sparse"."""
     pipeline: PipelinePlan | None = None
+    data: DataSpec = Field(default_factory=DataSpec)
+    """What the ranks train on (dsx.data): the learnable synthetic source unless --data says otherwise."""
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.model_dump(), indent=2) + "\n")
@@ -187,7 +191,11 @@ class RankReport(BaseModel):
     step_time_s: list[float] = Field(default_factory=list)
     warmup_step_time_s: list[float] = Field(default_factory=list)
     loss: list[float] = Field(default_factory=list)
+    """The step's mean loss over every data-parallel replica (dsx.rank.loop)."""
     warmup_loss: list[float] = Field(default_factory=list)
+    data_wait_s: list[float] = Field(default_factory=list)
+    """Per step, warm-up included: seconds spent making the step's batches and moving them to the device (before
+    the clock starts)."""
     memory: dict[str, int | None] = Field(default_factory=dict)
     memory_methods: dict[str, str] = Field(default_factory=dict)
     memory_unavailable: dict[str, str] = Field(default_factory=dict)

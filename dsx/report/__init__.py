@@ -14,6 +14,7 @@ torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts
     pipeline     the pipeline-stages table (rows run with --pipeline-stages)
     launches     `dsx launch` rows (a user's own script) apart from the runs, and their table
     comm         bytes per step and per parameter of the rows that counted their communication
+    parity       the parity checks' verdicts (dsx check): the runs table's column and a table of the checks
 
 Every public name of the modules is re-exported here: `from dsx.report import label` and `rp.runs_table` work.
 """
@@ -37,9 +38,11 @@ from dsx.report.tables import (
 )
 from dsx.report.vs_estimate import deepspeed_estimator_gpu_bytes, vs_estimate_table
 from dsx.report.comm import comm_table
+from dsx.report.parity import PARITY_COLUMNS, parity_table, verdicts
 from dsx.units import GIB, MIB, fmt_gib, fmt_mib, fmt_num, fmt_params, fmt_pct, fmt_ratio, fmt_tflops
 
 __all__ = [
+    "PARITY_COLUMNS", "parity_table", "verdicts",
     "attention_text", "long_context_table", "GIB", "MIB", "STATUSES", "GROUP_KEYS", "SELECTOR_KEYS", "ReportError", "Loaded", "load", "read_from_line",
     "short_gpu", "gpu_label", "zero_stage", "offload_devices", "offload_text", "derived_label", "label",
     "configuration", "model_text", "attributes", "memory_field", "memory", "samples_per_rank", "memory_per_example",

@@ -46,7 +46,7 @@ def _ratio(value: float | None, base: float | None) -> float | None:
 
 RUN_COLUMNS = ["GPU", "model", "precision", "vocab", "seq", "layers", "hidden", "ffn", "embed", "ZeRO", "offload",
                "ckpt", "micro-batch", "memory GiB", "batch/s", "mem/ex MiB", "ex/s", "tokens/s", "spread", "TFLOP/s", "MFU",
-               "mem×", "speed×"]
+               "mem×", "speed×", "loss", "parity"]
 
 
 def _dim(row: dict, key: str) -> str:
@@ -65,6 +65,9 @@ def runs_table(rows: list[dict], *, every: list[dict] | None = None, baseline: d
     bounds = boundaries(every if every is not None else rows)
     base_mem = memory_per_example(baseline) if baseline else None
     base_speed = examples_per_s(baseline) if baseline else None
+    from dsx.report.parity import loss_cell, parity_cell, verdicts
+
+    judged = verdicts(every if every is not None else rows)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(group_name(r, list(group_by)), []).append(r)
@@ -88,6 +91,7 @@ def runs_table(rows: list[dict], *, every: list[dict] | None = None, baseline: d
                 fmt_num(tokens_per_s(r), 0), fmt_spread(spread(r)), fmt_tflops(f["model_tflops_per_s"]),
                 fmt_pct(f["mfu"]),
                 fmt_ratio(_ratio(memory_per_example(r), base_mem)), fmt_ratio(_ratio(examples_per_s(r), base_speed)),
+                loss_cell(r), parity_cell(r, judged),
             ]
             if show_status:
                 cells += [r["status"], short_error(r)]
@@ -98,6 +102,8 @@ def runs_table(rows: list[dict], *, every: list[dict] | None = None, baseline: d
                         "than it are a tie); TFLOP/s: model FLOPs per GPU; MFU: of the GPU's dense peak.")
     if baseline:
         table.legend.append(f"mem× and speed×: mem/ex and ex/s relative to {describe(baseline)}.")
+    table.legend.append("loss: the last timed step's (the mean over every replica); parity: the verdict of a parity "
+                        "check on the row (dsx check; ref: a check's reference run; -: not checked).")
     if marked:
         any_oom = any(b.oom_at is not None for b in bounds.values())
         table.legend.append("*: the largest micro-batch that fit in its configuration" + (

@@ -42,13 +42,16 @@ def run(request: RunRequest) -> RunRow:
     return execute(prepare(request))
 
 
-def execute(prepared: Prepared, on_start=None) -> RunRow:
+def execute(prepared: Prepared, on_start=None, amend=None) -> RunRow:
     """Launch, wait (killing the whole process group on timeout or Ctrl-C), gather, append the row.
 
     on_start(process_group_id) is called once the launcher runs (`dsx sweep` records it to reap the group if dsx
-    itself is killed)."""
+    itself is killed); amend(row), when given, completes the row before it is appended (dsx.parity adds its
+    verdict)."""
     completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
                          echo=prepared.request.echo, on_start=on_start)
     row = gather(prepared, completed)
+    if amend is not None:
+        amend(row)
     append_row(prepared.request.results, row)
     return row

@@ -15,7 +15,7 @@ import time
 from dsx.host import package_versions, process_start_time
 from dsx.rank.protocol import TIMELINE, RankReport, rank_report_path, read_rank_report
 from dsx.results import (
-    MEMORY_FIELDS, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow,
+    MEMORY_FIELDS, DataInfo, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow,
     SparseAttentionInfo, StepTime, SweepInfo, Toggles, Versions, config_hash,
 )
 from dsx.run.pipeline import data_parallel, pipeline_row
@@ -149,7 +149,7 @@ def ranks_of(ranks: list[RankReport | None]) -> list[RankResult]:
                  if a in r.times and b in r.times}
         results.append(RankResult(rank=i, status=r.status, phase=r.phase, error=r.error, host=r.host,
                                   node_rank=r.node_rank, device=r.device, step_time_s=r.step_time_s, loss=r.loss,
-                                  timings_s=spans))
+                                  warmup_loss=r.warmup_loss, timings_s=spans))
     return results
 
 
@@ -201,8 +201,26 @@ def notes_of(prepared: Prepared, present: list[RankReport], completed, jit_built
     if status == "ok":
         losses = [r.loss for r in present]
         if any(abs(a - b) > 1e-3 * max(1.0, abs(a)) for other in losses[1:] for a, b in zip(losses[0], other)):
-            notes.append("ranks report different losses for the same step although they got the same batches")
+            notes.append("ranks report different losses for the same step although each records the mean over "
+                         "every replica")
     return notes
+
+
+def data_of(prepared: Prepared, present: list[RankReport], figures: Figures) -> DataInfo | None:
+    """The row's `data`: the source and the slowest rank's wait for its batches in the timed steps."""
+    spec = prepared.data
+    if spec is None:
+        return None
+    warmup = prepared.request.warmup
+    waits = [r.data_wait_s[warmup:] for r in present if len(r.data_wait_s) > warmup]
+    median = None
+    if waits and all(len(w) == len(waits[0]) for w in waits):
+        median = statistics.median(max(w[i] for w in waits) for i in range(len(waits[0])))
+    step = figures.step_time_s.median if figures.step_time_s else None
+    return DataInfo(**spec.model_dump(include={"source", "path", "dtype", "seed", "tokens"}), label=spec.label,
+                    global_batch=prepared.micro_batch * prepared.grad_accum * data_parallel(prepared),
+                    wait_s_median=median,
+                    wait_share=median / (median + step) if median is not None and step else None)
 
 
 def nodes_of(prepared: Prepared, ranks: list[RankReport | None]) -> NodesInfo | None:
@@ -281,5 +299,5 @@ def gather(prepared: Prepared, completed) -> RunRow:
         nodes=nodes_of(prepared, ranks), command=list(request.command), run_dir=str(prepared.run_dir),
         sparse_attention=SparseAttentionInfo(**prepared.sparse.info) if prepared.sparse is not None else None,
         pipeline=pipeline_row(prepared, ranks, memory),
-        comm=comm, python=prepared.lane.python if prepared.lane else None,
+        comm=comm, python=prepared.lane.python if prepared.lane else None, data=data_of(prepared, present, figures),
     )

@@ -55,6 +55,8 @@ class Prepared:
     """dsx.lane.Lane of a `--python` run."""
     sparse: Any = None
     """dsx.sparse.planning.SparseDecision (the row's sparse_attention), or None."""
+    data: Any = None
+    """dsx.data.DataSpec the ranks train on."""
 
 
 def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | None = None,
@@ -90,6 +92,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         ds_config_path=str(config_path), output_dir=str(run_dir), device=device, flop_check=request.flop_check,
         inject_failure=request.inject_failure, memory_cap=request.memory_cap,
         sparse_attention=trial.sparse.plan if trial.sparse is not None else None, pipeline=trial.pipeline,
+        data=trial.data,
     )
     plan_path = run_dir / PLAN_FILE
     placement = Placement(world_size=world, layout=trial.layout)
@@ -120,7 +123,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         launch=launch, resolved=resolved, params=params, micro_batch=trial.micro_batch, grad_accum=trial.grad_accum,
         precision=precision_of(config), gpu_names=gpu_names[:world], notes=notes + launch.notes,
         entered_at=entered, trial_key=trial.key, prepared_at=time.time(), layout=trial.layout, rank_plan=plan,
-        sparse=trial.sparse, rank_config=ranks_config, lane=trial.lane,
+        sparse=trial.sparse, rank_config=ranks_config, lane=trial.lane, data=trial.data,
     )
 
 

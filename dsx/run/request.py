@@ -69,6 +69,12 @@ class RunRequest(NodeRequest):
     """Count communication with DeepSpeed's comms logger (dsx.comm.logger; --no-comm-log turns it off)."""
     python: str | None = None
     """The ranks' interpreter (`--python`, dsx.lane); None: dsx's own."""
+    data: str | None = None
+    """--data: synthetic (None: the default), random, or a path of the user's tokens (dsx.data)."""
+    data_dtype: str | None = None
+    """--data-dtype of a token file (uint16 / uint32; None: from the vocabulary's size)."""
+    data_seed: int | None = None
+    """--data-seed of the built-in sources (None: dsx.data.spec.DEFAULT_SEED)."""
 
     @property
     def nodes(self) -> NodeRequest:
@@ -97,6 +103,8 @@ class Trial:
     """dsx.rank.protocol.PipelinePlan of a pipeline run, else None."""
     lane: Any = None
     """dsx.lane.Lane of a `--python` run, else None."""
+    data: Any = None
+    """dsx.data.DataSpec: what the ranks train on, checked against the model and the run."""
 
 
 def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str]]:
@@ -284,6 +292,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                             config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
     except (BatchError, TypeError) as exc:
         raise RunRefused(f"batch sizes: {exc}") from None
+    data = resolve_data(request, resolved, batch.train_batch_size, notes)
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide
@@ -315,6 +324,24 @@ def resolve_trial(request: RunRequest) -> Trial:
                                memory_cap=request.memory_cap,
                                nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None,
                                pipeline=pipeline.model_dump() if pipeline else None,
-                               lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None),
-                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane)
+                               lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None,
+                               data=data.trial_part()),
+                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane, data=data)
+
+
+def resolve_data(request: RunRequest, resolved, global_batch: int, notes: list[str]):
+    """--data as a checked dsx.data.DataSpec (a file's dtype, ids and size against the model and every step the
+    run takes); RunRefused with the one-line reason otherwise."""
+    from dsx.data import DataError
+    from dsx.data.files import inspect
+    from dsx.data.spec import parse_data
+
+    try:
+        spec = parse_data(request.data, request.data_dtype, request.data_seed)
+        spec, data_notes = inspect(spec, resolved.token_vocab_size, resolved.seq_len, global_batch,
+                                   (request.warmup + request.steps) * global_batch)
+    except DataError as exc:
+        raise RunRefused(str(exc)) from None
+    notes += data_notes
+    return spec
 

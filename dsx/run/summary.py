@@ -33,6 +33,7 @@ def summary(row: RunRow, results: str) -> str:
             "  MFU         - (" + ("CPU run" if row.device == "cpu" else f"no peak for {row.gpu_name!r} in dsx.gpus")
             + ")",
         ]
+    lines += loss_lines(row)
     if row.sparse_attention is not None:
         lines += sparse_lines(row.sparse_attention)
     if f.flop_check_note:
@@ -53,6 +54,26 @@ def summary(row: RunRow, results: str) -> str:
         lines.append(f"  error       {row.error}")
     lines.append(f"  row {row.run_id} appended to {results}")
     return "\n".join(lines)
+
+
+def loss_lines(row: RunRow) -> list[str]:
+    """'  loss        6.94 -> 5.15 over 22 steps (ln vocab 6.91)' and the data's source and wait."""
+    import math
+
+    ranks = row.ranks[0] if row.ranks else None
+    curve = (ranks.warmup_loss + ranks.loss) if ranks else []
+    lines = []
+    if curve:
+        vocab = (row.model.dims or {}).get("token_vocab_size") if row.model else None
+        scale = f"; ln(vocab) {math.log(vocab):.2f}" if vocab else ""
+        lines.append(f"  loss        {curve[0]:.4g} -> {curve[-1]:.4g} over {len(curve)} steps (warm-up included"
+                     f"{scale})")
+    if row.data is not None:
+        d = row.data
+        wait = (f", {d.wait_s_median * 1e3:.1f} ms a step making batches ({d.wait_share:.1%} of the wall)"
+                if d.wait_s_median is not None and d.wait_share is not None else "")
+        lines.append(f"  data        {d.label}{wait}")
+    return lines
 
 
 def comm_line(row: RunRow) -> str:

@@ -9,14 +9,16 @@ from pathlib import Path
 from dsx.results import read_rows
 
 
-def best_lines(results: Path, sweep_id: str) -> list[str]:
+def best_lines(results: Path, sweep_id: str, passed_over: set[str] = frozenset()) -> list[str]:
     """The lines to print: nothing when the sweep has no ok row; the reason when --best would refuse (a config
-    with lint errors); else the summary of dsx.report.best and the config, indented JSON."""
+    with lint errors); else the summary of dsx.report.best and the config, indented JSON. Rows of the
+    configurations in `passed_over` (labels that failed `dsx sweep --check`) are left out."""
     from dsx.report.best import best_summary, pick_best
     from dsx.report.load import ReportError
     from dsx.versions import VersionError
 
-    rows = [r for r in read_rows(results) if (r.get("sweep") or {}).get("sweep_id") == sweep_id]
+    rows = [r for r in read_rows(results) if (r.get("sweep") or {}).get("sweep_id") == sweep_id
+            and r["sweep"].get("label") not in passed_over]
     if not any(r.get("status") == "ok" for r in rows):
         return []
     try:

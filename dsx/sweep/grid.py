@@ -168,6 +168,10 @@ class SweepSpec:
     """--host-memory: the RAM the estimate judges host fit against (None: this machine's)."""
     nvme_free: int | None = None
     """--nvme-free: the NVMe space the estimate judges fit against (None: measured under --nvme-path)."""
+    data: str | None = None
+    """--data of every trial (dsx.data: None is the learnable synthetic source)."""
+    data_dtype: str | None = None
+    data_seed: int | None = None
 
     def sweep_id(self) -> str:
         """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
@@ -187,6 +191,8 @@ class SweepSpec:
         if self.search != "grid":  # and of grid sweeps
             nodes.update(search=self.search, grad_accum_choices=self.grad_accum_choices)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
+        if self.data is not None or self.data_dtype is not None or self.data_seed is not None:  # and of default data
+            lane.update(data=self.data, data_dtype=self.data_dtype, data_seed=self.data_seed)
         return config_hash({**{k: getattr(self, k) for k in keys}, **nodes, **sparse, **lane})[:16]
 
     def vary_points(self) -> list[tuple[tuple[str, Any], ...]]:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from dsx.config_facts import config_flags
+from dsx.run.command_line import run_command
 from dsx.results import read_rows
 from dsx.sweep.grid import Configuration, SweepSpec
 
@@ -53,6 +54,7 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
                "search": search},
         pipeline_stages=configuration.pipeline_stages,
         pipeline_partition=spec.pipeline_partition if configuration.pipeline_stages else None,
+        data=spec.data, data_dtype=spec.data_dtype, data_seed=spec.data_seed,
         **spec.nodes,
     )
     request.command = run_command(request)
@@ -70,48 +72,3 @@ def axis_sets(configuration: Configuration) -> tuple[str, ...]:
         if configuration.zero in (1, 2):
             sets.append(f"zero_optimization.allgather_bucket_size={configuration.bucket_size}")
     return tuple(sets)
-
-
-def run_command(request) -> list[str]:
-    """The `dsx run` command line that repeats this trial on its own (what `dsx report --best` prints)."""
-    from dsx.run.nodes import NODE_KEYS
-
-    argv = ["dsx", "run", "--model", request.model]
-    for key, value in request.overrides.items():
-        argv += ["--set", f"{key}={json.dumps(value)}"]
-    if request.seq_len is not None:
-        argv += ["--seq-len", str(request.seq_len)]
-    if request.vocab_pad is not None:
-        argv += ["--vocab-pad", str(request.vocab_pad)]
-    for key, value in request.config_flags.items():
-        if value is not None:
-            argv += ["--" + key.replace("_", "-"), str(value)]
-    for item in request.ds_sets:
-        argv += ["--ds-set", item]
-    if request.gpus is not None:
-        argv += ["--gpus", str(request.gpus)]
-    if request.pipeline_stages is not None:
-        argv += ["--pipeline-stages", str(request.pipeline_stages)]
-    if request.pipeline_partition is not None:
-        argv += ["--pipeline-partition", request.pipeline_partition]
-    argv += ["--steps", str(request.steps), "--warmup", str(request.warmup)]
-    for flag, on in (("--tf32", request.tf32), ("--compile", request.compile), ("--act-ckpt", request.act_ckpt)):
-        if on:
-            argv.append(flag)
-    if request.attn != "sdpa":
-        argv += ["--attn", request.attn]
-    if request.sparse_attention is not None:
-        argv += ["--sparse-attention", request.sparse_attention]
-    for item in request.sparse_sets:
-        argv += ["--sparse-set", item]
-    if request.memory_cap is not None:
-        argv += ["--memory-cap", str(request.memory_cap)]
-    if request.hostfile:
-        for key in NODE_KEYS:
-            value = getattr(request, key)
-            if value is not None and not (key == "launcher" and value == "pdsh"):
-                argv += ["--" + key.replace("_", "-"), str(value)]
-    if request.python:
-        argv += ["--python", request.python]
-    argv += ["--results", request.results]
-    return argv

@@ -33,13 +33,16 @@ class Recorder:
 
     def __init__(self, results: str, *, device: str, world: int, placement, env: dict, plan, config: dict,
                  config_path: str, hf: bool, config_arg: str, user_command: list[str], script: str,
-                 args: list[str], trainer: bool, seq_len: int | None, nodes, gpu_names: list[str] = (), lane=None):
+                 args: list[str], trainer: bool, seq_len: int | None, nodes, gpu_names: list[str] = (), lane=None,
+                 data=None):
         self.results = Path(results)
         run_id = uuid.uuid4().hex
         self.run_dir = (self.results.parent / self.results.stem / run_id).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.run_dir / "launch.log"
         self.plan, self.args, self.seq_len, self.trainer = plan, args, seq_len, trainer
+        self.data = data
+        """dsx.data.DataSpec handed to the script (--data), or None."""
         layout = placement.layout
         if layout is None:
             self.sampler = JobSampler(device, _gpu_indices(env, world))
@@ -82,5 +85,10 @@ class Recorder:
         figures = trainer_figures(self.args, self.plan.cwd, self._log_text(), self.started, self.seq_len)
         row = launch_row(self.record_data, completed, self.sampler.memory(self.record_data.world_size), figures,
                          interrupted=interrupted)
+        if self.data is not None:
+            from dsx.results import DataInfo
+
+            row.data = DataInfo(**self.data.model_dump(include={"source", "path", "dtype", "seed", "tokens"}),
+                                label=self.data.label)
         append_row(self.results, row)
         return summary_lines(row, self.results)
