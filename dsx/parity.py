@@ -274,7 +274,8 @@ def run_check(plan: CheckPlan, say=print, existing: dict | None = None) -> tuple
         if name == "b" and existing:
             amend = lambda row: verdict(row, "reference", [rows["a"].run_id, row.run_id])  # noqa: E731
         else:
-            amend = lambda row: setattr(row, "parity", ParityInfo(check_id=plan.check_id, role="reference"))  # noqa: E731
+            amend = lambda row: setattr(row, "parity",  # noqa: E731
+                                        ParityInfo(check_id=plan.check_id, role="reference"))
         rows[name] = execute(prepare(trial.request, trial=trial), amend=amend)
         if rows[name].status != "ok":
             judgement = verdict_of("unknown", 0, reason=f"reference {name.upper()} ended {rows[name].status}: "
@@ -297,7 +298,8 @@ def table(judgement, rows: dict) -> str:
     if a and b and c and len(a) == len(b) == len(c):
         lines.append(f"{'step':>4}  {'reference A':>12}  {'reference B':>12}  {'candidate':>12}  {'|cand - A|':>10}")
         for i, values in enumerate(zip(a, b, c)):
-            lines.append(f"{i:>4}  " + "  ".join(f"{v:>12.6f}" for v in values) + f"  {abs(values[2] - values[0]):>10.3g}")
+            cells = "  ".join(f"{v:>12.6f}" for v in values)
+            lines.append(f"{i:>4}  {cells}  {abs(values[2] - values[0]):>10.3g}")
     lines.append(verdict_line(judgement))
     lines += [f"note: {note}" for note in judgement.notes]
     return "\n".join(lines)

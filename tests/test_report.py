@@ -72,7 +72,8 @@ def test_markdown_header_is_the_seeds_columns_plus_dsx_figures():
     assert result.exit_code == 0, result.output
     assert header(result.stdout, "Runs") == (
         "| GPU | model | precision | vocab | seq | layers | hidden | ffn | embed | ZeRO | offload | ckpt | micro-batch | "
-        "memory GiB | batch/s | mem/ex MiB | ex/s | tokens/s | spread | TFLOP/s | MFU | mem× | speed× | loss | parity |")
+        "memory GiB | batch/s | mem/ex MiB | ex/s | tokens/s | spread | TFLOP/s | MFU | mem× | speed× | loss | "
+        "parity |")
 
 
 def test_row_figures_are_computed_from_the_row():

@@ -12,7 +12,8 @@ out=${1:?usage: bench/parity/cpu.sh OUT}
 mkdir -p "$out"
 log=$out/cpu.log
 { date -u +"## %FT%TZ $(nproc) cores"; python -c "import torch, transformers, deepspeed as ds
-print('torch', torch.__version__, 'transformers', transformers.__version__, 'deepspeed', ds.__version__)"; } >"$log" 2>&1
+print('torch', torch.__version__, 'transformers', transformers.__version__, 'deepspeed', ds.__version__)"
+} >"$log" 2>&1
 common=(--model gpt2-tiny --set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0 --precision fp32 --lr 3e-3
         --steps 10 --warmup 2 --results "$out/runs.jsonl")
 check() {

@@ -17,8 +17,8 @@
 #            learning rate warmed up over them (WarmupLR to 1e-4).
 #            -> $OUT/parity.jsonl, $OUT/gpt2xl.log
 #   data     (~1.2 min a pair) the learnable synthetic data against today's uniform random tokens: GPT-2 124M,
-#            ZeRO-1, micro-batch 16, 20 timed steps after 5, PAIRS (default 3) alternating pairs in this one command (tokens/s and the
-#            data wait of each row). -> $OUT/data.jsonl, $OUT/data.log
+#            ZeRO-1, micro-batch 16, 20 timed steps after 5, PAIRS (default 3) alternating pairs in this one command
+#            (tokens/s and the data wait of each row). -> $OUT/data.jsonl, $OUT/data.log
 # Copy $OUT/*.jsonl and logs into bench/parity/h100/ after the command and commit them.
 set -uo pipefail
 out=${1:?usage: bench/parity/h100.sh OUT [gpt2xl llama7b data]}

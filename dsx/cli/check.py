@@ -23,8 +23,9 @@ def command(reference_zero, reference_micro_batch, **options):
     Three runs, each a row in --results: reference A (ZeRO off, nothing offloaded, no pipeline, compile,
     checkpointing or sparse attention; the same model, data, precision, optimizer and global batch), reference B
     (A in fp32 when the candidate trains in bf16/fp16, else A with the batch split the other way: the tolerance is
-    made from how far A and B drift apart), then the candidate, whose row carries the verdict. Exit 0 when the candidate trains the same model (or differs by
-    design: pipeline, 1-bit, sparse attention), 1 when it differs or a run failed, 2 when refused.
+    made from how far A and B drift apart), then the candidate, whose row carries the verdict. Exit 0 when the
+    candidate trains the same model (or differs by design: pipeline, 1-bit, sparse attention), 1 when it differs or
+    a run failed, 2 when refused.
 
     \b
     dsx check --model gpt2-tiny --zero 3 --offload cpu --micro-batch 2 --grad-accum 4 --lr 1e-3 --precision fp32

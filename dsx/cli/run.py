@@ -31,7 +31,8 @@ RUN_OPTIONS = (
     sparse_options,
     data_options,
     click.option("--flop-check", is_flag=True,
-                 help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP numbers."),
+                 help="Also count one micro-batch with torch.utils.flop_counter (rank 0) and record both FLOP "
+                      "numbers."),
     click.option("--memory-cap", type=SIZE, metavar="SIZE",
                  help="Memory one rank may use, e.g. 40GiB: a smaller GPU on a big one (torch's allocator limit); on "
                       "CPU ranks RLIMIT_DATA. Past it the run is an oom row."),
@@ -39,7 +40,8 @@ RUN_OPTIONS = (
                  help="JSON-lines file the row is appended to."),
     click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=3600, show_default=True,
                  help="Kill the run after this many seconds (0: never)."),
-    click.option("-v", "--verbose", is_flag=True, help="Stream DeepSpeed's and the ranks' output (always in launcher.log)."),
+    click.option("-v", "--verbose", is_flag=True,
+                 help="Stream DeepSpeed's and the ranks' output (always in launcher.log)."),
     click.option("--inject-failure", hidden=True, help="Tests: KIND[:STEP][@RANK], KIND error|oom|exit|hang."),
     run_lane_options,
 )

@@ -108,7 +108,8 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
-            sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
+            sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results,
+            retry_failed, no_prune, top, keep_within,
             gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
@@ -285,7 +286,8 @@ def _check_best(spec, outcome, tries: int = 3) -> set[str]:
             return passed_over
         trial = by_run.get(row["run_id"])
         if trial is None:
-            click.echo(f"dsx sweep --check: the best row {row['run_id'][:8]} is not one of this sweep's trials", err=True)
+            click.echo(f"dsx sweep --check: the best row {row['run_id'][:8]} is not one of this sweep's trials",
+                       err=True)
             return passed_over
         label = row["sweep"]["label"]
         click.echo(f"\ndsx sweep --check: does {label} mb{row['micro_batch']} train the same model as plain data "

@@ -6,10 +6,10 @@ them, dsx.rank.pipeline). The clock (time.perf_counter) is read after a device s
 (torch.cuda.synchronize) on both sides of each step; batches are made (and their time recorded as the data wait)
 before the clock starts. Each data-parallel replica trains its own shard of the step's global batch
 (dsx.data.batches), and the loss a rank records is the step's mean over every replica (an all-reduce of one number
-after the clock stops), so every rank records the same loss and it does not depend on the split. engine.step() runs under
-torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step all-gathers into views
-of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a view and is being
-modified inplace"; a `--python` lane on CPU ranks).
+after the clock stops), so every rank records the same loss and it does not depend on the split. engine.step()
+runs under torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step all-gathers
+into views of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a view and is
+being modified inplace"; a `--python` lane on CPU ranks).
 """
 
 from __future__ import annotations
