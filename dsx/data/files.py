@@ -14,6 +14,8 @@ is one DataError line.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from dsx.data.spec import DataError, DataSpec
 
 INSPECT_CHUNK = 1 << 24
@@ -22,17 +24,16 @@ DTYPE_PROBE = 1 << 16
 """Leading ids looked at for the signs of a wrong dtype."""
 
 
-class TokenStream:
+class TokenStream(Protocol):
     """A flat sequence of token ids, read in slices."""
 
     tokens: int
 
     def read(self, start: int, count: int):
         """ids [start, start + count) as an int64 numpy array."""
-        raise NotImplementedError
 
 
-class BinaryTokens(TokenStream):
+class BinaryTokens:
     def __init__(self, path: str, dtype: str):
         import numpy as np
 
@@ -45,7 +46,7 @@ class BinaryTokens(TokenStream):
         return np.asarray(self.data[start:start + count], dtype=np.int64)
 
 
-class DatasetTokens(TokenStream):
+class DatasetTokens:
     """The `input_ids` of a saved dataset, row after row: one zero-copy numpy view per Arrow chunk."""
 
     def __init__(self, path: str):
