@@ -98,11 +98,16 @@ NO_DROPOUT = ["--set", "resid_pdrop=0", "--set", "embd_pdrop=0", "--set", "attn_
 COMMON = ["--model", "gpt2-tiny", *NO_DROPOUT, "--precision", "fp32", "--lr", "3e-3", "--steps", "10", "--warmup", "2"]
 
 
-def dsx_check(results: Path, *args: str) -> subprocess.CompletedProcess:
+def dsx(command: str, results: Path, *args: str) -> subprocess.CompletedProcess:
+    """`dsx COMMAND ARGS --results RESULTS` in a subprocess, as a user runs it (the test session's op cache)."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DSX_DEBUG")}
     env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
-    return subprocess.run([sys.executable, "-m", "dsx", "check", *COMMON, *args, "--results", str(results)],
+    return subprocess.run([sys.executable, "-m", "dsx", command, *args, "--results", str(results)],
                           cwd=results.parent, env=env, capture_output=True, text=True, timeout=600)
+
+
+def dsx_check(results: Path, *args: str) -> subprocess.CompletedProcess:
+    return dsx("check", results, *COMMON, *args)
 
 
 @pytest.fixture(scope="module")
@@ -159,13 +164,9 @@ def test_report_shows_the_verdict_in_the_runs_table_and_a_table_of_checks(tmp_pa
 @pytest.mark.slow
 @pytest.mark.deepspeed
 def test_a_sweep_with_check_verifies_its_best_row_before_calling_it_best(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DSX_DEBUG")}
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
     results = tmp_path / "runs.jsonl"
-    out = subprocess.run([sys.executable, "-m", "dsx", "sweep", "--zero", "2", "--micro-batch", "2", "--steps", "3",
-                          "--warmup", "1", "--check", "--precision", "fp32", "--lr", "3e-3", *NO_DROPOUT, "--results",
-                          str(results)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    out = dsx("sweep", results, "--zero", "2", "--micro-batch", "2", "--steps", "3", "--warmup", "1", "--check",
+              "--precision", "fp32", "--lr", "3e-3", *NO_DROPOUT)
     assert out.returncode == 0, out.stdout + out.stderr
     rows = read_rows(results)
     best, ref_a, ref_b = rows

@@ -274,12 +274,13 @@ def _check_best(spec, outcome, tries: int = 3) -> set[str]:
     from dsx.report.best import pick_best
     from dsx.report.load import ReportError
     from dsx.run import RunRefused
+    from dsx.sweep.best import sweep_rows
     from dsx.sweep.trials import run_request
 
     passed_over: set[str] = set()
     by_run = {t.row["run_id"]: t for t in outcome.trials if t.row}
     for _ in range(tries):
-        rows = [r for r in read_sweep_rows(spec) if r["sweep"]["label"] not in passed_over]
+        rows = [r for r in sweep_rows(Path(spec.results), spec.sweep_id()) if r["sweep"]["label"] not in passed_over]
         try:
             row = pick_best(rows).row
         except ReportError:
@@ -304,12 +305,6 @@ def _check_best(spec, outcome, tries: int = 3) -> set[str]:
         passed_over.add(label)
         click.echo(f"dsx sweep --check: {label} trains a different model: passed over", err=True)
     return passed_over
-
-
-def read_sweep_rows(spec) -> list[dict]:
-    from dsx.results import read_rows
-
-    return [r for r in read_rows(Path(spec.results)) if (r.get("sweep") or {}).get("sweep_id") == spec.sweep_id()]
 
 
 def _print_plan(spec, configurations, refused: dict) -> None:

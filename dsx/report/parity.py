@@ -4,6 +4,7 @@ from plain data parallel against the tolerance, and the verdict."""
 
 from __future__ import annotations
 
+from dsx.parity import curve
 from dsx.report.facts import gpu_label, label, model_text
 from dsx.report.tables import Table
 
@@ -22,10 +23,15 @@ def verdicts(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def verdict_word(verdict: str) -> str:
+    """same, DIFFERS (capitals: what a reader must not miss), by design, unknown."""
+    return "DIFFERS" if verdict == "differs" else verdict
+
+
 def parity_cell(row: dict, judged: dict[str, dict]) -> str:
     """The runs table's parity column: same / DIFFERS / by design / unknown, 'ref' for a reference run, '-'."""
     if row["run_id"] in judged:
-        return {"differs": "DIFFERS"}.get(judged[row["run_id"]]["verdict"], judged[row["run_id"]]["verdict"])
+        return verdict_word(judged[row["run_id"]]["verdict"])
     return "ref" if (row.get("parity") or {}).get("role") == "reference" else "-"
 
 
@@ -47,10 +53,9 @@ def parity_table(rows: list[dict]) -> Table | None:
         r = by_id.get(run_id)
         if r is None:
             continue
-        ranks = r.get("ranks") or [{}]
-        curve = list(ranks[0].get("warmup_loss") or []) + list(ranks[0].get("loss") or [])
-        first_last = f"{curve[0]:.4g}→{curve[-1]:.4g}" if curve else "-"
-        verdict = p["verdict"] if p["verdict"] != "differs" else "DIFFERS"
+        losses = curve(r)
+        first_last = f"{losses[0]:.4g}→{losses[-1]:.4g}" if losses else "-"
+        verdict = verdict_word(p["verdict"])
         if p.get("by_design"):
             verdict += f" ({p['by_design']})"
         table.rows.append([
@@ -61,8 +66,9 @@ def parity_table(rows: list[dict]) -> Table | None:
         ])
     table.legend = [
         "Each check ran plain data parallel twice on the same data and global batch (reference A at the candidate's "
-        "split, B split the other way); tolerance: a multiple of the references' spread (dsx.parity.MARGIN), at least "
-        "a precision's floor; steps: every step from the first, warm-up included.",
+        "precision and split; B the same training in fp32 for a bf16/fp16 candidate, else split the other way); "
+        "tolerance: a multiple of the references' spread (dsx.parity.MARGIN), at least a precision's floor; steps: "
+        "every step from the first, warm-up included.",
         "by design: pipeline stages, 1-bit optimizers and sparse attention change the arithmetic on purpose; their "
         "difference is shown, not judged.",
     ]

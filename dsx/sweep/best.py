@@ -9,6 +9,11 @@ from pathlib import Path
 from dsx.results import read_rows
 
 
+def sweep_rows(results: Path, sweep_id: str) -> list[dict]:
+    """The rows of one sweep in a results file (a check's reference rows belong to no sweep)."""
+    return [r for r in read_rows(results) if (r.get("sweep") or {}).get("sweep_id") == sweep_id]
+
+
 def best_lines(results: Path, sweep_id: str, passed_over: set[str] = frozenset()) -> list[str]:
     """The lines to print: nothing when the sweep has no ok row; the reason when --best would refuse (a config
     with lint errors); else the summary of dsx.report.best and the config, indented JSON. Rows of the
@@ -17,8 +22,7 @@ def best_lines(results: Path, sweep_id: str, passed_over: set[str] = frozenset()
     from dsx.report.load import ReportError
     from dsx.versions import VersionError
 
-    rows = [r for r in read_rows(results) if (r.get("sweep") or {}).get("sweep_id") == sweep_id
-            and r["sweep"].get("label") not in passed_over]
+    rows = [r for r in sweep_rows(results, sweep_id) if r["sweep"].get("label") not in passed_over]
     if not any(r.get("status") == "ok" for r in rows):
         return []
     try:
