@@ -147,3 +147,19 @@ COMPILE_HEAD_FACTOR = 0.337
 COMPILE_SPEEDUP = 1.233
 """Achieved FLOP/s of the compiled model over the eager one (the step's compute term; the per-parameter optimizer
 and ZeRO terms are not compiled): gpt2-xl z2 mb 8, 394 -> 350 ms per step."""
+
+
+# --- a model without dropout ---------------------------------------------------------------------------------------
+# The calibration rows train GPT-2 as published, with dropout (0.1 on embeddings, attention and residuals): its
+# masks are drawn, stored and applied in every layer. The same command with every dropout probability set to 0 runs
+# faster; Llama's presets have no dropout at all.
+
+DROPOUT_FILES = ("bench/mfu/h100_tuned/runs_part5.jsonl", "bench/mfu/h100_tuned/runs_part6.jsonl")
+"""issue 3's tuned H100 rows: gpt2-xl ZeRO-2 compiled, micro-batch 16 x grad-accum 4, with and without dropout."""
+
+DROPOUT_RUN_IDS = {"dropout": "b20a230481ab4bf895f2d41e35a1d636", "none": "8508d49e353b4ae3be1c74123380d5c0"}
+"""The pair DROPOUT_FREE_SPEEDUP comes from: the same command but `--set resid_pdrop=0 --set embd_pdrop=0 --set
+attn_pdrop=0` (1.698 -> 1.520 s per step). Other dropout-free rows are judged (bench/multigpu/rows/dp4.jsonl)."""
+
+DROPOUT_FREE_SPEEDUP = 1.129
+"""Achieved FLOP/s of a dropout-free model over the same model with dropout (the step's compute term)."""

@@ -18,9 +18,10 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, COMPILE_HEAD_FACTOR,
-                             COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, GPUS, HEADROOM_FILE,
-                             HEADROOM_STEP, GpuKind)
+                             COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
+                             DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, GPUS, HEADROOM_FILE, HEADROOM_STEP, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
+from dsx.estimate.states import compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_params
 from dsx.results import read_rows
@@ -135,6 +136,23 @@ def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
     return round(layer, 3), round(head, 3), round(speedup, 3)
 
 
+def calibrate_dropout(rows: list[dict]) -> float:
+    """DROPOUT_FREE_SPEEDUP from the DROPOUT_RUN_IDS pair of `rows`: the compute term of the row with dropout (its
+    measured step less the predicted non-compute terms) over that of the row without."""
+    by_id = {row["run_id"]: row for row in rows}
+    missing = [role for role, run_id in DROPOUT_RUN_IDS.items() if run_id not in by_id]
+    if missing:
+        raise EstimateError(f"dropout calibration rows missing: {', '.join(missing)}")
+    compute = {}
+    for role, run_id in DROPOUT_RUN_IDS.items():
+        row = by_id[run_id]
+        setup = setup_of_row(row)
+        rest = step_time(setup, setup.micro_batch) - compute_flops(
+            setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / compute_rate(setup)
+        compute[role] = row["figures"]["step_time_s"]["median"] - rest
+    return round(compute["dropout"] / compute["none"], 3)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
@@ -168,7 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# compile, from {COMPILE_FILE}: COMPILE_LAYER_FACTOR, COMPILE_HEAD_FACTOR, COMPILE_SPEEDUP = {factors!r}"
           + ("" if factors == shipped_factors else f"  # dsx ships {shipped_factors!r}"))
     print(f"# {'equal to' if factors == shipped_factors else 'differs from'} dsx.calibration's compile factors")
-    return 1 if differ or factors != shipped_factors else 0
+    dropout = calibrate_dropout([row for path in DROPOUT_FILES for row in read_rows(ROOT / path)])
+    print(f"# dropout, from {', '.join(DROPOUT_FILES)}: DROPOUT_FREE_SPEEDUP = {dropout!r}"
+          + ("" if dropout == DROPOUT_FREE_SPEEDUP else f"  # dsx ships {DROPOUT_FREE_SPEEDUP!r}"))
+    return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP else 0
 
 
 if __name__ == "__main__":

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.calibration import COMPILE_SPEEDUP, GpuKind
+from dsx.calibration import GpuKind
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
-from dsx.estimate.states import (Setup, activation_bytes, compiled_counted, compute_flops, data_parallel,
-                                 model_states, offloaded_fraction, optimizer_state_bytes, partial_offload_states,
-                                 peak_flops, zero3_gathered_params, zero_layout)
+from dsx.estimate.states import (Setup, activation_bytes, compute_flops, compute_rate, data_parallel, model_states,
+                                 offloaded_fraction, optimizer_state_bytes, partial_offload_states,
+                                 zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
 
@@ -123,7 +123,8 @@ def max_micro_batch(setup: Setup, limit: int = 1 << 16) -> int | None:
 
 
 def step_time(setup: Setup, micro_batch: int) -> float:
-    """Seconds per optimizer step: fixed per-parameter work + FLOPs at the achieved rate + offload + ZeRO-3."""
+    """Seconds per optimizer step: fixed per-parameter work + FLOPs at the achieved rate (compute_rate) + offload +
+    ZeRO-3."""
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu = setup.gpu
     n = _params(setup)
@@ -131,8 +132,7 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     if setup.pipeline_stages:
         return pipeline_step_time(setup, micro_batch)
     seconds = gpu.fixed_s_per_param * n / setup.world_size
-    seconds += flops / (peak_flops(gpu, precision_of(setup.ds_config)) * gpu.achieved_fraction
-                        * (COMPILE_SPEEDUP if compiled_counted(setup) else 1.0))
+    seconds += flops / compute_rate(setup)
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     if stage == 3:

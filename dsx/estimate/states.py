@@ -179,6 +179,34 @@ def peak_flops(gpu: GpuKind, precision: str) -> float:
     return peak * 1e12
 
 
+def dropout_free(setup: Setup) -> bool:
+    """Whether the model trains without dropout: every dropout probability of its config is 0 (GPT-2 with
+    `--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0`, Llama as published; dropout of heads the model
+    does not build aside). The calibration rows kept
+    GPT-2's dropout, whose masks cost time that a dropout-free model does not spend."""
+    config = setup.resolved.hf_config.to_dict()
+    return not any(isinstance(value, (int, float)) and value > 0 for key, value in config.items()
+                   if ("pdrop" in key or "dropout" in key) and not key.startswith(_HEADS_NOT_TRAINED))
+
+
+_HEADS_NOT_TRAINED = ("summary_", "classifier_")
+"""Dropout keys of heads a causal or masked LM does not build (GPT-2's sequence summary, a classifier)."""
+
+
+def compute_rate(setup: Setup) -> float:
+    """FLOP/s a micro-batch's model FLOPs run at: the dense peak x the calibrated achieved fraction, x the compile
+    factor where it applies, x the dropout-free factor for a model without dropout (dsx.calibration)."""
+    from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP
+    from dsx.config_facts import precision_of
+
+    rate = peak_flops(setup.gpu, precision_of(setup.ds_config)) * setup.gpu.achieved_fraction
+    if compiled_counted(setup):
+        rate *= COMPILE_SPEEDUP
+    if dropout_free(setup):
+        rate *= DROPOUT_FREE_SPEEDUP
+    return rate
+
+
 def compiled_counted(setup: Setup) -> bool:
     """Whether the compile factors apply: --compile at ZeRO 0-2, where they were measured (ZeRO-3 counts as eager)."""
     return setup.compile and zero_stage(setup.ds_config) < 3

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dsx.report.facts import label, model_text, tokens_per_s
 from dsx.report.tables import Table
-from dsx.units import fmt_gib, fmt_num, fmt_pct
+from dsx.units import MIB, fmt_gib, fmt_num, fmt_pct
 
 
 def vs_estimate_table(rows: list[dict]) -> Table:
@@ -20,7 +20,8 @@ def vs_estimate_table(rows: list[dict]) -> Table:
 
     table = Table("Predicted vs measured (dsx estimate)", [
         "configuration", "model", "mb", "status", "peak alloc GiB", "predicted", "error", "fit predicted",
-        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "DeepSpeed estimator GiB", "role"])
+        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "MiB sent/step", "predicted sent",
+        "DeepSpeed estimator GiB", "role"])
     for r in rows:
         try:
             e = estimate(setup_of_row(r), search_max=False)
@@ -33,20 +34,40 @@ def vs_estimate_table(rows: list[dict]) -> Table:
             error = "+" + error
         right = (e.fits and ok) or (not e.fits and r["status"] == "oom")
         host = r["memory"]["max"].get("host_rss_peak")
+        sent, predicted_sent = _bytes_per_step(r)
         table.rows.append([
             label(r), model_text(r), str(r["micro_batch"]), r["status"], fmt_gib(measured) if ok else "-",
             fmt_gib(e.peak_allocated), error, ("fits" if e.fits else "OOM") + (" ✓" if right else " ✗"),
             fmt_gib(host) if ok and e.offload != "none" else "-",
             fmt_gib(e.host_per_rank) if e.offload != "none" else "-",
             fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0),
+            _mib(sent) if ok else "-", predicted_sent,
             fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), calibration_role(r)])
     table.legend = [
         "peak alloc: torch's peak allocated on the busiest rank; error: (predicted - measured) / measured; fit "
         "predicted: peak allocated + CUDA context + allocator headroom <= the GPU's memory (✓ when the row's status "
         "agrees); DeepSpeed estimator: its model-states-only formula (no activations) for the row's stage and "
         "offload; role: calibration rows set dsx.estimate's constants, fit calibration rows set the allocator "
-        "headroom (their memory is judged), judged rows set nothing."]
+        "headroom (their memory is judged), judged rows set nothing. MiB sent/step: what DeepSpeed's comms logger "
+        "counted per optimizer step and rank on a multi-GPU row, beside dsx.comm's prediction (the row's own)."]
     return table
+
+
+def _bytes_per_step(row: dict) -> tuple[int | None, str]:
+    """(measured bytes, predicted MiB as text) communicated per optimizer step and rank, from the row's comm part; a
+    1-bit optimizer's prediction names both phases (its measured figure mixes the two over the timed steps)."""
+    comm = row.get("comm") or {}
+    if (row.get("world_size") or 1) < 2:
+        return None, "-"  # one rank sends nothing, whatever the logger counted for its collectives
+    predicted = comm.get("predicted") or {}
+    text = _mib(predicted.get("bytes_per_step"))
+    if predicted.get("compressed_bytes_per_step"):
+        text += f" ({_mib(predicted['compressed_bytes_per_step'])} compressed)"
+    return comm.get("bytes_per_step"), text
+
+
+def _mib(n: int | None) -> str:
+    return fmt_num(n / MIB, 1) if n else "-"
 
 
 def deepspeed_estimator_gpu_bytes(row: dict, e) -> int | None:

@@ -1,0 +1,65 @@
+"""dsx estimate's speed: what it knows of dropout, judged against the committed multi-GPU rows, and what
+`dsx report --vs-estimate` shows of the bytes a multi-GPU row sent."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT
+from dsx.calibration import DROPOUT_FREE_SPEEDUP
+from dsx.estimate import Setup, estimate, setup_of_row
+from dsx.estimate.states import dropout_free
+from dsx.models import resolve_model
+from dsx.report import tokens_per_s, vs_estimate_table
+from dsx.results import read_rows
+
+NO_DROPOUT = {"resid_pdrop": 0, "embd_pdrop": 0, "attn_pdrop": 0}
+
+
+def _setup(model: str, overrides: dict | None = None) -> Setup:
+    return Setup(resolved=resolve_model(model, overrides), ds_config={"zero_optimization": {"stage": 1},
+                                                                      "bf16": {"enabled": True}},
+                 world_size=1, micro_batch=8)
+
+
+@pytest.mark.parametrize("model, overrides, free", [
+    ("gpt2-xl", None, False),  # GPT-2 as published: 0.1 on embeddings, attention and residuals
+    ("gpt2-xl", NO_DROPOUT, True),  # its summary_first_dropout belongs to a head a causal LM does not build
+    ("gpt2-xl", {"resid_pdrop": 0, "embd_pdrop": 0}, False),
+    ("llama-1b", None, True),  # attention_dropout 0.0
+])
+def test_a_model_is_dropout_free_when_every_dropout_it_builds_is_zero(model, overrides, free):
+    assert dropout_free(_setup(model, overrides)) is free
+
+
+def test_a_dropout_free_model_computes_faster_by_the_calibrated_factor():
+    with_dropout = estimate(_setup("gpt2-xl"), search_max=False)
+    without = estimate(_setup("gpt2-xl", NO_DROPOUT), search_max=False)
+    # the step is fixed work + compute; only the compute term shrinks, so the whole step by less than the factor
+    assert 1 < with_dropout.step_time_s / without.step_time_s < DROPOUT_FREE_SPEEDUP
+
+
+def test_tuned_gpt2_xl_on_one_two_and_four_h100s_predicted_within_fifteen_percent():
+    """issue 30's rows (bench/multigpu/rows/dp4.jsonl: compiled, dropout 0, ZeRO-1) are judged: no constant came
+    from them. Before the dropout factor the estimate was 19-23% low on each."""
+    rows = [r for r in read_rows(ROOT / "bench/multigpu/rows/dp4.jsonl") if r["status"] == "ok"]
+    assert sorted(r["world_size"] for r in rows) == [1, 2, 4]
+    for row in rows:
+        predicted = estimate(setup_of_row(row), search_max=False).tokens_per_s
+        measured = tokens_per_s(row)
+        assert abs(predicted - measured) / measured < 0.15, (row["world_size"], predicted, measured)
+
+
+def test_vs_estimate_shows_the_bytes_a_multi_gpu_row_sent_beside_the_prediction():
+    rows = list(read_rows(ROOT / "bench/multigpu/rows/onebit2.jsonl"))
+    table = vs_estimate_table(rows)
+    sent, predicted = table.columns.index("MiB sent/step"), table.columns.index("predicted sent")
+    by_label = {line[0]: (line[sent], line[predicted]) for line in table.rows}
+    assert by_label["z0 fp16 2gpu"] == ("474.8", "474.8")
+    assert by_label["z0 fp16 2gpu OneBitAdam"] == ("230.0", "474.8 (29.7 compressed)")
+
+
+def test_vs_estimate_shows_no_bytes_sent_for_a_one_gpu_row():
+    rows = [r for r in read_rows(ROOT / "bench/multigpu/rows/dp4.jsonl") if r["world_size"] == 1]
+    table = vs_estimate_table(rows)
+    assert table.rows[0][table.columns.index("MiB sent/step")] == "-"
