@@ -3,12 +3,14 @@ refusals. The real sweeps on CPU ranks are in test_sweep_cpu.py."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import click
@@ -23,6 +25,8 @@ from dsx.sweep import (
     Configuration, SweepError, SweepLock, SweepSpec, done_rows, fixed_micro_batches, flat_stop, reap_orphans,
     run_request, search_micro_batch, sweep, sweep_configurations,
 )
+from dsx.sweep.eta import Eta
+from dsx.sweep.search import search_goes_on
 
 
 def fits_below(limit: int, fail_at: int | None = None):
@@ -450,3 +454,78 @@ def test_mb_flat_0_searches_to_the_exact_boundary_whatever_the_throughput():
 def test_flat_stop_needs_two_fits_below_the_oom():
     assert flat_stop({53: 10_000.0}, 66, 0.01) is None
     assert flat_stop({53: 10_000.0, 59: 10_040.0}, 66, 0.0) is None
+
+
+# ------------------------------------------------------------------------------------------ progress (issue 34)
+
+
+def test_a_search_is_known_to_end_as_its_last_trial_answers():
+    auto = functools.partial(search_micro_batch, start=1, maximum=4)
+    assert search_goes_on(auto, ["fit", "fit"]) is True
+    assert search_goes_on(auto, ["fit", "fit", "fit"]) is False  # 4 is --mb-max and fits
+    fixed = functools.partial(fixed_micro_batches, values=[1, 2, 4])
+    assert search_goes_on(fixed, ["fit", "oom"]) is False  # 4 would run out of memory too
+
+
+def test_the_configurations_done_count_includes_the_one_whose_last_trial_just_ended():
+    eta = Eta(runnable=3, per_configuration=1.0)
+    for _ in range(3):
+        eta.configuration_started()
+        eta.trial_done(30.0, ran=True, last=True)
+    assert eta.text() == "ETA ~0 s (about 0 trial(s) left, 3 of 3 configuration(s) done)"
+
+
+def test_the_eta_leaves_out_the_time_a_trial_spent_building_ops():
+    eta = Eta(runnable=2, per_configuration=1.0)
+    eta.configuration_started()
+    built = {"overhead": {"ds_initialize_s": 540.0, "jit_built": ["fused_adam"]}}
+    eta.trial_done(600.0, ran=True, last=True, row=built)
+    assert eta.trial_seconds() == [60.0]  # no trial without a build yet: all of deepspeed.initialize is left out
+    eta.configuration_started()
+    eta.trial_done(80.0, ran=True, last=False, row={"overhead": {"ds_initialize_s": 20.0, "jit_built": []}})
+    assert eta.trial_seconds() == [80.0, 80.0]  # the build is what went beyond an initialize that built nothing
+
+
+def test_an_auto_search_that_goes_on_past_the_mean_says_at_least_one_trial_is_left():
+    eta = Eta(runnable=1, per_configuration=3.0)
+    eta.configuration_started()
+    for _ in range(3):
+        eta.trial_done(10.0, ran=True, last=False)
+    assert eta.text() == "ETA ~10 s (at least 1 trial(s) left, 0 of 1 configuration(s) done)"
+
+
+def test_ctrl_c_during_a_trial_removes_its_folder_so_that_nothing_is_left_without_a_row(tmp_path, monkeypatch):
+    folder = _run_folder(tmp_path, "c3")
+
+    def interrupted(prepared, on_start=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dsx.run.prepare", lambda request, trial: types.SimpleNamespace(run_dir=folder))
+    monkeypatch.setattr("dsx.run.execute", interrupted)
+    outcome = sweep(SweepSpec(model="gpt2-tiny", zero=[1], offload=["none"], micro_batch=[1], prune=False,
+                              results=str(tmp_path / "r.jsonl")))
+    assert outcome.interrupted and not folder.exists()
+    assert outcome.notes == [f"removed {folder}, the folder of the interrupted trial (no row): the same command runs "
+                             "it again"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--top", "1", "--no-prune"], "--top 1 cannot apply with --no-prune, which runs every configuration dsx "
+                                   "estimate would skip: drop one of them"),
+    (["--keep-within", "0.2", "--no-prune"], "--keep-within 0.2 cannot apply with --no-prune, which runs every "
+                                             "configuration dsx estimate would skip: drop one of them"),
+    (["--top", "1"], "--top 1 cannot apply: it keeps the configurations dsx estimate predicts fastest, and no "
+                     "calibrated GPU is visible here; name one with --gpu-kind (h100-80gb) or drop --top"),
+])
+def test_pruning_options_that_cannot_apply_are_refused_not_ignored(tmp_path, args, message, monkeypatch):
+    monkeypatch.setattr("dsx.host.probe_gpus", lambda env: [])  # no GPU, whatever this machine has
+    out = CliRunner().invoke(sweep_command, [*args, "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 2, out.output
+    assert out.output.splitlines()[-1] == f"Error: {message}"
+
+
+def test_an_unknown_model_is_refused_before_the_sweep_says_anything(tmp_path):
+    out = CliRunner().invoke(sweep_command, ["--model", "gpt3", "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 2, out.output
+    assert "configuration(s)" not in out.output  # the banner: 'dsx sweep ID: MODEL on ..., N configuration(s), ...'
+    assert out.output.splitlines()[-1].startswith("Error: unknown model 'gpt3'")

@@ -133,11 +133,13 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
     dsx sweep --model gpt2-xl --zero 1 --gpus 2 --pipeline-stages none,2 --grad-accum 1,4,16 --micro-batch auto
     dsx sweep --model llama-7b --zero 3 --offload-ratio 0.5,0.7,1 --act-ckpt on --grad-accum 4
     """
-    from dsx.models import ModelError, parse_overrides
+    from dsx.models import MODELS, ModelError, parse_overrides, resolve_model
     from dsx.sweep import AUTO, OFFLOAD_CHOICES, PRECISION_CHOICES, SweepError, SweepSpec, default_model, sweep_configurations
 
     try:
         overrides = parse_overrides(sets)
+        if model is not None and model not in MODELS:  # refused before the banner, which names the model
+            resolve_model(model)
     except ModelError as exc:
         raise click.UsageError(str(exc)) from None
     injections = {}
@@ -193,6 +195,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")
     if device == "cuda" and any(g is not None and g > visible for g in spec.gpus):
         raise click.UsageError(f"--gpus {gpus}: only {visible} GPU(s) are visible")
+    _refuse_prune_options(spec, ctx)
     configurations = sweep_configurations(spec)
     where = f"{visible} GPU(s)" if device == "cuda" else "CPU ranks (no GPU)"
     mb_text = (f"auto ({spec.mb_start}..{spec.mb_max}, x2 then bisect)" if micro_batches == AUTO
@@ -255,6 +258,25 @@ def _default_search(spec, ctx) -> str | None:
     return (f"no axis given: the default search (dsx estimate on {gpu}: ZeRO 1-3 x offload none/partial/full x "
             f"checkpointing x compile at the grad-accum ({'/'.join(map(str, GRAD_ACCUM_CHOICES))}) and micro-batch it "
             "predicts fastest; the model, precision, optimizer and --set/--ds-set as given)")
+
+
+def _refuse_prune_options(spec, ctx) -> None:
+    """--top and --keep-within choose among dsx estimate's predictions: refused (not ignored) with --no-prune, and
+    --top where no calibrated GPU is visible or named (every configuration would run)."""
+    from dsx.sweep import visible_gpu_kind
+
+    given = [f"--top {spec.top}"] if spec.top is not None else []
+    if ctx.get_parameter_source("keep_within") is not click.core.ParameterSource.DEFAULT:
+        given.append(f"--keep-within {spec.keep_within:g}")
+    if given and not spec.prune:
+        raise click.UsageError(f"{' and '.join(given)} cannot apply with --no-prune, which runs every "
+                               "configuration dsx estimate would skip: drop one of them")
+    if spec.top is not None and visible_gpu_kind(spec) is None:
+        from dsx.estimate import GPUS
+
+        raise click.UsageError(f"--top {spec.top} cannot apply: it keeps the configurations dsx estimate predicts "
+                               f"fastest, and no calibrated GPU is visible here; name one with --gpu-kind "
+                               f"({', '.join(sorted(GPUS))}) or drop --top")
 
 
 def _print_best(spec, passed_over: set[str] = frozenset()) -> None:
@@ -395,7 +417,8 @@ def _run_with_progress(spec, total_configurations: int):
             if trial.status == "done" and trial.row:
                 detail = f"{trial.row.get('status')}: {_describe_row(trial.row)}"
             now = time.monotonic()
-            eta.trial_done(now - clock["last"], ran=trial.status not in ("done", "refused"))
+            eta.trial_done(now - clock["last"], ran=trial.status not in ("done", "refused"), last=trial.last,
+                           row=trial.row)
             clock["last"] = now
             progress.console.print(f"[{trial.number:3d}] {trial.configuration.label} mb{trial.micro_batch} "
                                    f"({trial.search}): {shown}" + (f" - {detail}" if detail else "")

@@ -4,6 +4,7 @@ trial per probe, each row appended before the next trial starts; SweepRun says w
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from dsx.results import read_rows
 from dsx.sweep.grid import AUTO, Configuration, SweepSpec
 from dsx.sweep.lock import SweepLock, reap_orphans
 from dsx.sweep.planning import PREDICTED_STEP, Plan, plan, preflight, visible_gpu_kind
-from dsx.sweep.search import Probe, SearchResult, fixed_micro_batches, search_micro_batch
+from dsx.sweep.search import Probe, SearchResult, fixed_micro_batches, search_goes_on, search_micro_batch
 from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import done_rows, run_request
 
@@ -29,6 +30,8 @@ class TrialOutcome:
     """A row status, or 'done' (a row from an earlier run stands in), or 'refused' (dsx refused the config)."""
     row: dict | None
     message: str | None = None
+    last: bool | None = None
+    """This trial ends its configuration's search (the progress line counts the configuration done)."""
 
 
 @dataclass
@@ -76,7 +79,17 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
         done = done_rows(results_path, spec.retry_failed)
         counter = itertools.count(1)
 
-        def probe_for(configuration: Configuration, result: ConfigurationResult) -> Probe:
+        def probe_for(configuration: Configuration, result: ConfigurationResult,
+                      run: Callable[[Probe], SearchResult]) -> Probe:
+            answers: list = []  # what the probe told the search so far: replayed to know whether it goes on
+
+            def answer(report: TrialOutcome, given):
+                answers.append(given)
+                report.last = not search_goes_on(run, answers)
+                outcome.trials.append(report)
+                on_trial and on_trial(report)
+                return given
+
             def probe(micro_batch: int, search: str) -> str:
                 number = next(counter)
                 request = run_request(spec, configuration, micro_batch, search)
@@ -87,32 +100,33 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
                     trial = resolve_trial(request)
                 except RunRefused as exc:
                     report = TrialOutcome(number, configuration, micro_batch, search, "refused", None, str(exc))
-                    outcome.trials.append(report)
-                    on_trial and on_trial(report)
-                    return "fail"
+                    return answer(report, "fail")
                 row = done.get(trial.key)
                 if row is not None:
                     report = TrialOutcome(number, configuration, micro_batch, search, "done", row)
                 else:
-                    prepared = prepare(request, trial=trial)
-                    lock.write(pgid=None, run_dir=str(prepared.run_dir))
-                    row_model = execute(prepared, on_start=lambda pgid: lock.write(pgid, str(prepared.run_dir)))
+                    prepared = None
+                    try:
+                        prepared = prepare(request, trial=trial)
+                        lock.write(pgid=None, run_dir=str(prepared.run_dir))
+                        row_model = execute(prepared, on_start=lambda pgid: lock.write(pgid, str(prepared.run_dir)))
+                    except KeyboardInterrupt:
+                        _forget_interrupted(prepared, results_path, outcome)
+                        raise
                     lock.write(pgid=None)
                     row = row_model.model_dump(mode="json")
                     done[trial.key] = row
                     outcome.device_seconds += row["overhead"].get("device_seconds") or 0.0
                     report = TrialOutcome(number, configuration, micro_batch, search, row["status"], row,
                                           row.get("error"))
-                outcome.trials.append(report)
-                on_trial and on_trial(report)
                 status = row["status"]
                 if status == "ok":
                     tokens = (row.get("figures") or {}).get("tokens_per_s") or 0.0
                     best = (result.best or {}).get("figures", {}).get("tokens_per_s") or -1.0
                     if tokens > best:
                         result.best = row
-                return {"ok": "fit", "oom": "oom"}.get(status, "fail"), \
-                    (row.get("figures") or {}).get("tokens_per_s")
+                return answer(report, ({"ok": "fit", "oom": "oom"}.get(status, "fail"),
+                                       (row.get("figures") or {}).get("tokens_per_s")))
             return probe
 
         configurations = sweep_configurations(spec)
@@ -139,21 +153,33 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
             if problem:
                 result.skipped = problem
                 continue
-            probe = probe_for(configuration, result)
             if spec.micro_batch == AUTO:
-                predicted = plans[configuration].predicted_max is not None
-                result.search = search_micro_batch(probe, plans[configuration].start, spec.mb_max,
-                                                   spec.mb_tolerance, step=PREDICTED_STEP if predicted else 2.0,
-                                                   flat=spec.mb_flat)
+                run = functools.partial(search_micro_batch, start=plans[configuration].start, maximum=spec.mb_max,
+                                        tolerance=spec.mb_tolerance, flat=spec.mb_flat,
+                                        step=PREDICTED_STEP if plans[configuration].predicted_max is not None else 2.0)
             else:
                 skipped = set(plans[configuration].skip_micro_batches)
-                result.search = fixed_micro_batches(probe, [mb for mb in spec.micro_batch if mb not in skipped])
+                run = functools.partial(fixed_micro_batches,
+                                        values=[mb for mb in spec.micro_batch if mb not in skipped])
                 result.pruned = sorted(skipped)
+            result.search = run(probe_for(configuration, result, run))
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:
         lock.release()
     return outcome
+
+
+def _forget_interrupted(prepared, results: Path, outcome: SweepRun) -> None:
+    """Ctrl-C during a trial: remove its run folder unless its row was written, as the next sweep does for a
+    killed sweep's trial (dsx.sweep.lock.reap_orphans): a trial without a row runs again on resume, so nothing is
+    left half-recorded. A timeout, which a re-run would repeat, keeps its folder and gets a row instead."""
+    from dsx.sweep.lock import _remove_run_dir_without_row
+
+    removed = _remove_run_dir_without_row(str(prepared.run_dir), results) if prepared is not None else None
+    if removed:
+        outcome.notes.append(f"removed {removed}, the folder of the interrupted trial (no row): the same command "
+                             "runs it again")
 
 
 def sweep_device_seconds(results: Path, sweep_id: str) -> tuple[float, int]:

@@ -128,3 +128,26 @@ def fixed_micro_batches(probe: Probe, values: list[int]) -> SearchResult:
             result.largest_fit = mb
     return result
 
+
+
+def search_goes_on(run: Callable[[Probe], SearchResult], answers: list) -> bool:
+    """Whether the search `run(probe)` would try another micro-batch after the probes answered `answers` in order
+    (so that progress can say a configuration is done as its last trial ends, not when the next one starts).
+
+    Both searches are plain arithmetic on their probes' answers, so replaying the answers and stopping at the first
+    call past them tells; nothing is launched."""
+    replay = iter(answers)
+
+    class _Next(Exception):
+        pass
+
+    def probe(micro_batch: int, search: str):
+        try:
+            return next(replay)
+        except StopIteration:
+            raise _Next from None
+    try:
+        run(probe)
+    except _Next:
+        return True
+    return False
