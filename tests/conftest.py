@@ -1,6 +1,7 @@
 """Test-session setup shared by every test.
 
-- One TORCH_EXTENSIONS_DIR under .cache/ so DeepSpeed's JIT ops build once, not once per test.
+- DeepSpeed's JIT ops in the folder `dsx run` uses in this Python environment (dsx.op_cache.environment_dir), so
+  they build once, not once per test, and the README's quick start, run first in the same venv, has built them.
 - DeepSpeed 0.18.9 (the last release with the 1-bit optimizers and sparse attention) installed with --no-deps into
   .cache/deepspeed-0.18.9 the first time a test needs it (deepspeed_parser.ds0189_dir), loaded only in subprocesses
   through PYTHONPATH, so legacy configs are checked against the real 0.18.9 parser; the `legacy_deepspeed` fixture
@@ -22,8 +23,14 @@ CACHE = ROOT / ".cache"
 LEGACY_VERSION = "0.18.9"
 
 
+USER_SET_OP_FOLDER = "TORCH_EXTENSIONS_DIR" in os.environ
+"""Whether TORCH_EXTENSIONS_DIR came from the user's environment (then the tests use it, as dsx run does)."""
+
+
 def pytest_configure(config):
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(CACHE / "torch_extensions"))
+    from dsx.op_cache import environment_dir
+
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(environment_dir(os.environ)))
     # where DeepSpeed 0.18.9 is (installed there on first use by deepspeed_parser.ds0189_dir, not for every session)
     os.environ.setdefault("DSX_DEEPSPEED_0189", str(CACHE / f"deepspeed-{LEGACY_VERSION}"))
 

@@ -56,7 +56,6 @@ def rows(tmp_path_factory) -> dict:
     results = tmp_path_factory.mktemp("comm") / "runs.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["PYTHONPATH"] = str(ROOT)
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
     out = {}
     for name, flags in RUNS.items():
         done = subprocess.run([sys.executable, "-m", "dsx", "run", *BASE, *flags, "--results", str(results)],

@@ -28,7 +28,6 @@ def lane_row(legacy_deepspeed, tmp_path_factory):
     results = folder / "runs.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["PYTHONPATH"] = str(ROOT)
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
     out = subprocess.run([sys.executable, "-m", "dsx", "run", "--python", str(python), "--model", "gpt2-tiny",
                           "--gpus", "2", "--zero", "2", "--steps", "2", "--warmup", "1",
                           "--ds-set", "optimizer.params.torch_adam=true", "--results", str(results)],
