@@ -97,12 +97,41 @@ def test_without_a_host_capacity_the_host_is_not_checked():
     assert host["capacity"] is None and host["fits"] and result.fits
 
 
-def test_the_estimate_plans_for_this_machines_ram_unless_told_otherwise():
+def test_with_a_gpu_of_the_kind_here_the_estimate_plans_for_this_machines_ram(monkeypatch):
     import psutil
 
+    monkeypatch.setattr("dsx.host.probe_gpus", lambda env: [("NVIDIA H100 80GB HBM3", (9, 0))])
     out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", "--json"])
     host = next(r for r in json.loads(out.stdout)["resources"] if r["name"] == HOST)
     assert host["capacity"] == psutil.virtual_memory().total
+    assert json.loads(out.stdout)["assumed"]["gpu_kind_from"] == "the visible GPU, NVIDIA H100 80GB HBM3"
+
+
+def test_without_that_gpu_the_estimate_plans_for_its_calibration_host_and_says_so(monkeypatch):
+    """Issue 34: a laptop judged an H100's CPU offload against its own 23.5 GiB ('fits: NO' for gpt2-xl ZeRO-3)."""
+    monkeypatch.setattr("dsx.host.probe_gpus", lambda env: [])
+    lines = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny"]).output.splitlines()
+    assert lines[1:3] == [
+        "assumed GPU kind: h100-80gb (the default: no GPU is visible here; --gpu-kind KIND names one)",
+        "assumed host memory: 125.00 GiB (the h100-80gb host dsx is calibrated on, not this machine's RAM: no "
+        "h100-80gb here; --host-memory SIZE plans for another host)"]
+
+
+def test_host_memory_given_is_what_the_estimate_says_it_assumed(monkeypatch):
+    monkeypatch.setattr("dsx.host.probe_gpus", lambda env: [("NVIDIA A10", (8, 6))])
+    lines = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", "--host-memory", "64GiB"]).output.splitlines()
+    assert lines[1:3] == [
+        "assumed GPU kind: h100-80gb (the default: the visible NVIDIA A10 is not a calibrated kind; --gpu-kind KIND "
+        "names one)", "assumed host memory: 64.00 GiB (--host-memory)"]
+
+
+def test_a_tiny_models_sizes_and_step_time_are_shown_in_units_that_show_them():
+    from dsx.cli.estimate import _gib, _seconds
+
+    assert (_gib(344_576), _gib(3_785_359), _gib(2 * GIB)) == ("336.50 KiB", "3.61 MiB", "2.00 GiB")
+    assert (_seconds(0.0000156), _seconds(0.25), _seconds(2.16)) == ("0.0156 ms", "250 ms", "2.160 s")
+    output = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny"]).output
+    assert " 0.00 GiB" not in output and "0.000 s" not in output
 
 
 def test_nvme_space_is_part_of_fit_and_named_when_it_binds(tmp_path):

@@ -9,8 +9,8 @@ import click
 
 from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, host_options,
                              model_options, pick_gpu_kind, pipeline_options)
-from dsx.fit import host_capacity, nvme_capacity
-from dsx.units import gib as _gib
+from dsx.fit import nvme_capacity
+from dsx.units import GIB, MIB
 
 
 def nvme_path_of(config: dict) -> str | None:
@@ -29,8 +29,8 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True,
               help="GPUs: data-parallel (with --pipeline-stages N: N x data-parallel replicas).")
 @pipeline_options
-@gpu_kind_options("--gpu", "Calibrated GPU kind the estimate is for (default h100-80gb; the error for an unknown "
-                          "one lists them).")
+@gpu_kind_options("--gpu", "Calibrated GPU kind the estimate is for (default: the visible GPU's when calibrated, "
+                          "else h100-80gb; the error for an unknown one lists them).")
 @click.option("--memory-cap", type=SIZE, metavar="SIZE", help="Memory one GPU may use (a smaller GPU).")
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation (what it saves for backward differs: eager keeps the scores).")
@@ -52,7 +52,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
-    Constants of the GPU kind are calibrated on measured rows (dsx.calibration.CALIBRATION_ROWS).
+    Constants of the GPU kind are calibrated on measured rows (dsx.calibration.CALIBRATION_ROWS). The host's RAM is
+    --host-memory, else this machine's when it has a GPU of the kind planned for, else that kind's calibration host
+    (125 GiB for h100-80gb); the output says which.
 
     \b
     dsx estimate --model gpt2-xl --zero 3 --offload cpu --micro-batch 8
@@ -69,15 +71,19 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     from dsx.run.pipeline import pipeline_plan
     from dsx.schema.batch import BatchError, solve_batch
 
-    gpu_kind = pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu") or "h100-80gb"
+    from dsx.estimate.assumed import assume
+
     act_ckpt = act_ckpt == "on"  # the word (off|on) as the bool Setup and RunRequest take
     if min_tflops is not None and not largest:
         raise click.UsageError("--min-tflops goes with --largest")
+    assumed = assume(pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu"), host_memory)
+    gpu_kind = assumed.gpu_kind
     if largest:
         from dsx.cli.largest import largest_command
 
+        click.echo("\n".join(assumed.lines()), err=True)  # on stderr: --largest --json stays one JSON document
         largest_command(model=model, sets=sets, seq_len=seq_len, vocab_pad=vocab_pad, gpus=gpus, gpu_kind=gpu_kind,
-                        memory_cap=memory_cap, attn=attn, host_memory=host_memory, nvme_free=nvme_free,
+                        memory_cap=memory_cap, attn=attn, host_memory=assumed.host_memory, nvme_free=nvme_free,
                         min_tflops=min_tflops, as_json=as_json,
                         given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
                                "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt, "compile": compile_,
@@ -109,7 +115,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap,
                   pipeline_stages=pipeline.stages if pipeline else None,
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
-                  host_memory=host_capacity(host_memory), nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
+                  host_memory=assumed.host_memory, nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)
     except EstimateError as exc:
@@ -119,13 +125,27 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
 
     comm = predict(config, param_facts(resolved), gpus, setup.grad_accum)
     if as_json:
-        click.echo(json.dumps({"model": resolved.describe(), **result.as_dict(), "comm": comm.as_dict()}, indent=2))
+        click.echo(json.dumps({"model": resolved.describe(), **result.as_dict(), "assumed": assumed.as_dict(),
+                               "comm": comm.as_dict()}, indent=2))
         return
-    click.echo(render(result, resolved.name, setup))
+    click.echo(render(result, resolved.name, setup, assumed.lines()))
     click.echo(render_comm(comm, result.params))
 
 
-def render(e, model_name: str, setup) -> str:
+def _gib(n: float) -> str:
+    """A size as the estimate prints it: GiB from 1 GiB, MiB below, KiB below 1 MiB (gpt2-tiny's parts were all
+    '0.00 GiB')."""
+    if abs(n) >= GIB:
+        return f"{n / GIB:.2f} GiB"
+    return f"{n / MIB:.2f} MiB" if abs(n) >= MIB else f"{n / 1024:.2f} KiB"
+
+
+def _seconds(s: float) -> str:
+    """Step time: seconds from 1 s, milliseconds below (gpt2-tiny's was '0.000 s')."""
+    return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.3g} ms"
+
+
+def render(e, model_name: str, setup, assumed: list[str] = ()) -> str:
     from dsx.units import fmt_params
 
     offload = "" if e.offload == "none" else f", optimizer on {e.offload}"
@@ -134,6 +154,7 @@ def render(e, model_name: str, setup) -> str:
              f"micro-batch {e.micro_batch}{' x ' + str(setup.grad_accum) + ' accumulated' if setup.grad_accum > 1 else ''}"
              f"{', activation checkpointing' if setup.act_ckpt else ''}, {e.world_size} GPU(s) {e.gpu} "
              f"({_gib(e.capacity)} each)",
+             *assumed,
              *_pipeline_lines(e),
              f"GPU memory per GPU at the peak ({e.peak_moment}){' of the largest stage' if e.pipeline else ''}:"]
     width = max(len(k) for k in e.breakdown) + 2
@@ -151,7 +172,7 @@ def render(e, model_name: str, setup) -> str:
     lines.append("largest micro-batch that fits: " + (str(e.max_micro_batch) if e.max_micro_batch else
                                                       "none (even micro-batch 1 does not fit)"))
     lines += resource_lines(e)
-    lines.append(f"speed: {e.step_time_s:.3f} s per step, {e.tokens_per_s:,.0f} tokens/s")
+    lines.append(f"speed: {_seconds(e.step_time_s)} per step, {e.tokens_per_s:,.0f} tokens/s")
     lines += [f"note: {n}" for n in e.notes]
     return "\n".join(lines)
 

@@ -209,7 +209,8 @@ def node_options(f):
 
 _HOST_OPTIONS = (
     click.option("--host-memory", type=SIZE, metavar="SIZE",
-                 help="RAM of the host the ranks share (default: this machine's), to plan for another machine."),
+                 help="RAM of the host the ranks share, to plan for another machine (default: this machine's; "
+                      "dsx estimate where no GPU of its --gpu-kind is: that kind's calibration host, 125 GiB)."),
     click.option("--nvme-free", type=SIZE, metavar="SIZE",
                  help="Free space of the NVMe offload path (default: measured under the config's nvme_path)."),
 )
