@@ -529,3 +529,16 @@ def test_an_unknown_model_is_refused_before_the_sweep_says_anything(tmp_path):
     assert out.exit_code == 2, out.output
     assert "configuration(s)" not in out.output  # the banner: 'dsx sweep ID: MODEL on ..., N configuration(s), ...'
     assert out.output.splitlines()[-1].startswith("Error: unknown model 'gpt3'")
+
+
+def test_each_trial_says_whether_it_ended_its_configurations_search(tmp_path, monkeypatch):
+    statuses = iter(["ok", "oom", "ok", "ok"])  # z1: mb 1 fits, 2 runs out of memory (4 is skipped); z2: 1, 2, 4
+    row = {"overhead": {}, "figures": {"tokens_per_s": 1.0}, "run_id": "r"}
+    monkeypatch.setattr("dsx.run.prepare", lambda request, trial: types.SimpleNamespace(run_dir=tmp_path / "x"))
+    monkeypatch.setattr("dsx.run.execute", lambda prepared, on_start=None: types.SimpleNamespace(
+        model_dump=lambda mode: {**row, "status": next(statuses, "ok")}))
+    outcome = sweep(SweepSpec(model="gpt2-tiny", zero=[1, 2], offload=["none"], micro_batch=[1, 2, 4], prune=False,
+                              results=str(tmp_path / "r.jsonl")))
+    assert [(t.configuration.label, t.micro_batch, t.last) for t in outcome.trials] == [
+        ("z1 bf16", 1, False), ("z1 bf16", 2, True), ("z2 bf16", 1, False), ("z2 bf16", 2, False),
+        ("z2 bf16", 4, True)]
