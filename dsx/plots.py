@@ -27,6 +27,11 @@ FAR = 3.0
 """A capacity more than this many times the highest memory measured is named in the legend, not drawn: its line
 would flatten the measured ones to the floor."""
 
+MARKERS = ("o", "s", "^", "D", "v", "P")
+DASHES = ("-", "-.", ":")
+"""Each configuration's line in the memory plot gets its own marker and dash: equal lines stay visible ("--" is the
+capacity's)."""
+
 
 def write_plots(rows: list[dict], folder: str | Path) -> tuple[list[tuple[Path, str]], list[tuple[str, str]]]:
     """Draw every plot that says something on these rows into `folder`: ((path, title) of each PNG written,
@@ -97,7 +102,11 @@ def memory_vs_micro_batch(plt, rows: list[dict], title: str):
             ok = sorted((r["micro_batch"], rp.memory(r)) for r in group
                         if r["status"] == "ok" and rp.memory(r) is not None)
             if ok:
-                ax.plot([m for m, _ in ok], [v / rp.GIB for _, v in ok], marker="o", color=color, label=name)
+                # lines with equal values (ZeRO-1 and ZeRO-2 often measure the same) must not hide each other:
+                # each its own marker and dash, the earlier ones drawn larger underneath
+                ax.plot([m for m, _ in ok], [v / rp.GIB for _, v in ok], color=color, label=name,
+                        marker=MARKERS[n % len(MARKERS)], markersize=max(3, 9 - 1.5 * (n % 4)),
+                        linestyle=DASHES[n % len(DASHES)], alpha=0.85)
             for r in (r for r in group if r["status"] == "oom"):
                 y = (rp.memory(r) or r["memory"]["capacity"] or top * rp.GIB) / rp.GIB
                 ax.scatter([r["micro_batch"]], [y], marker="x", s=90, color=color, zorder=3,
@@ -170,6 +179,7 @@ def memory_breakdown(plt, rows: list[dict], title: str):
     ax.invert_yaxis()
     ax.set_xlabel("GiB (max over ranks)")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
+    # beside the bars, not over them (inside, it covered the last configuration's bars)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return fig

@@ -25,9 +25,19 @@ def parse_size(text: str | int) -> int:
         size = float(number) * _SIZE_UNITS[unit]
     except (ValueError, KeyError):
         raise ValueError(f"{text!r} is not a size (examples: 40GiB, 512MiB, 1.5GB, 1000000)") from None
+    if size != size or size == float("inf"):  # nan, inf, 1e400
+        raise ValueError(f"{text!r} is not a finite size")
     if size < 1:
         raise ValueError(f"{text!r} must be at least 1 byte")
     return int(size)
+
+
+def size_arg(n: int) -> str:
+    """Bytes as a --memory-cap style argument parse_size reads back exactly: '2GiB', '512MiB', '1000001'."""
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
 
 
 def format_bytes(n: float | None) -> str:

@@ -273,13 +273,14 @@ def test_the_report_has_a_communication_table_only_for_rows_that_counted():
     from dsx.report import comm_table
 
     row = {"device": "cpu", "gpu_name": None, "world_size": 2, "model": {"preset": "gpt2-tiny", "overrides": {}},
+           "micro_batch": 4, "grad_accum": 1,
            "sweep": {"label": "z2 bf16"}, "versions": {"deepspeed": "0.18.9"},
            "comm": {"bytes_per_step": 3072.0, "bytes_per_step_max": 3072.0, "bytes_per_param": 6.0,
                     "collectives": {"all_reduce": {"calls_per_step": 3.0}, "all_gather_into_tensor": {
                         "calls_per_step": 1.0}},
                     "predicted": {"bytes_per_step": 3072.0, "paper_bytes_per_step": 2048.0}}}
     table = comm_table([row, {**row, "comm": None}])
-    assert table.rows == [["2 x CPU", "gpt2-tiny", "z2 bf16", "0.18.9", "3.0 KiB", "3.0 KiB", "6.00", "3.0 KiB",
+    assert table.rows == [["2 x CPU", "gpt2-tiny", "z2 bf16", "4 x 1", "1", "0.18.9", "3.0 KiB", "3.0 KiB", "6.00", "3.0 KiB",
                            "1.000", "2.0 KiB", "AG×1 AR×3", "-", "-"]]
     assert comm_table([{**row, "comm": None}]) is None
 

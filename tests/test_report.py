@@ -297,7 +297,7 @@ def test_the_communication_table_names_each_1_bit_optimizer_and_judges_its_warm_
     assert [line.split(" | ")[2] for line in lines] == ["z0 fp16 OneBitAdam", "z0 fp16 ZeroOneAdam",
                                                         "z0 fp16 OneBitLamb"]
     # the mean over both phases is 207.7 MiB; the warm-up steps send the predicted 474.8 MiB
-    assert all(line.split(" | ")[7:9] == ["474.8 MiB", "1.000"] for line in lines)
+    assert all(line.split(" | ")[9:11] == ["474.8 MiB", "1.000"] for line in lines)
     assert lines[0].split(" | ")[-1] == "2 B, 55 ms (9 steps; predicted 29.7 MiB) |"
 
 
@@ -621,6 +621,6 @@ def test_where_selects_launch_rows_by_their_script_and_config():
 def test_best_and_effects_read_run_rows_only(tmp_path):
     result = report(LAUNCHES, "--best")
     assert result.exit_code == 1
-    assert result.output.strip() == "dsx report: no ok row with a throughput among 0 row(s): nothing to pick"
+    assert result.output.strip().startswith("dsx report: --best picks among dsx run / dsx sweep rows; the ")
     best = report(SWEEP, LAUNCHES, "--best", "-o", tmp_path / "best.json")
     assert best.exit_code == 0 and "train_hf" not in best.output

@@ -154,7 +154,7 @@ def test_a_trial_is_a_dsx_run_request_whose_command_repeats_it():
     assert request.command == ["dsx", "run", "--model", "gpt2-tiny", "--set", "n_layer=3", "--zero", "3",
                                "--offload", "cpu", "--offload-params", "none", "--precision", "bf16",
                                "--micro-batch", "8", "--grad-accum", "1", "--ds-set", "steps_per_print=5",
-                               "--steps", "3", "--warmup", "1", "--memory-cap", "1073741824", "--results", "r.jsonl"]
+                               "--steps", "3", "--warmup", "1", "--memory-cap", "1GiB", "--results", "r.jsonl"]
 
 
 def test_the_printed_command_is_accepted_by_dsx_run(tmp_path):

@@ -8,6 +8,7 @@ deepspeed; matplotlib only when -o writes plots.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -75,6 +76,8 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
         rp.parse_selector(where)
     if baseline and "=" in baseline:
         rp.parse_selector(baseline, "--baseline")
+    if output and not Path(output).parent.is_dir():  # dsx makes the report's folder, never the folders above it
+        raise rp.ReportError(f"-o {output}: no such directory: {Path(output).parent}", 2)
     loaded = rp.load(list(results))
     for warning in loaded.warnings:
         click.echo(f"dsx report: warning: {warning}", err=True)
@@ -86,8 +89,13 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
 
     rows, launches = rp.split_kinds(rows)  # dsx launch rows: a table of their own, in no other table or plot
     if best:
+        if not rows and launches:
+            raise rp.ReportError(f"--best picks among dsx run / dsx sweep rows; the {len(launches)} row(s) read are "
+                                 "dsx launch rows (your own script: its config is the one you launched it with)", 1)
         _best(rp, rows, output, target)
         return
+    if output and Path(output).exists() and not Path(output).is_dir():  # before any table is printed
+        raise rp.ReportError(f"-o {output}: is a file; give a directory for the report (a file only with --best)", 2)
 
     shown = rows if show_all else [r for r in rows if r["status"] == "ok"]
     shown_launches = launches if show_all else [r for r in launches if r["status"] == "ok"]
@@ -134,6 +142,15 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
         if shown_launches:
             tables.append(rp.launches_table(shown_launches, show_status=show_all))
 
+    if output:  # the files first: a reader that stops early (`| head`) must not cost the report
+        _write(rp, loaded, rows, tables, where, output)
+    try:
+        _print(rp, loaded, tables, fmt)
+    except BrokenPipeError:  # the reader went away (`| head`): what it did not read is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor is the flush at exit
+
+
+def _print(rp, loaded, tables, fmt):
     if fmt == "markdown":
         click.echo(rp.read_from_line(loaded))
         for table in tables:
@@ -144,6 +161,7 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
         # 120 columns at most (a pipe or a file too): columns that do not fit are dropped, with a note, and
         # --format markdown has them all
         console = Console(width=min(Console().width, TERMINAL_WIDTH) if sys.stdout.isatty() else TERMINAL_WIDTH)
+        console.on_broken_pipe = _reader_gone  # rich's own exits 1
         console.print(rp.read_from_line(loaded), style="dim", highlight=False, soft_wrap=True)
         for table in tables:
             console.print()
@@ -152,22 +170,24 @@ def _report(rp, results, show_all, where, baseline, group_by, fmt, effects, best
             for line in table.legend + notes:
                 console.print(line, style="dim", highlight=False, soft_wrap=True)
 
-    if output:
-        from dsx.plots import write_plots
 
-        folder = Path(output)
-        if folder.exists() and not folder.is_dir():
-            raise rp.ReportError(f"-o {output}: is a file; give a directory for the report (a file only with --best)",
-                                 2)
-        try:
-            images, left_out = write_plots(rows, folder)
-            path = folder / "report.md"
-            path.write_text(rp.markdown_report(loaded, tables, [(p.name, title) for p, title in images], where,
-                                               left_out))
-        except OSError as exc:
-            raise rp.ReportError(f"-o {output}: cannot write: {exc.strerror}", 2) from None
-        not_drawn = f" ({len(left_out)} left out: report.md says why)" if left_out else ""
-        click.echo(f"dsx report: wrote {path} and {len(images)} plot(s){not_drawn}", err=True)
+def _reader_gone():
+    raise BrokenPipeError
+
+
+def _write(rp, loaded, rows, tables, where, output):
+    """DIR/report.md and the plots."""
+    from dsx.plots import write_plots
+
+    folder = Path(output)
+    try:
+        images, left_out = write_plots(rows, folder)
+        path = folder / "report.md"
+        path.write_text(rp.markdown_report(loaded, tables, [(p.name, title) for p, title in images], where, left_out))
+    except OSError as exc:
+        raise rp.ReportError(f"-o {output}: cannot write: {exc.strerror}", 2) from None
+    not_drawn = f" ({len(left_out)} left out: report.md says why)" if left_out else ""
+    click.echo(f"dsx report: wrote {path} and {len(images)} plot(s){not_drawn}", err=True)
 
 
 def _best(rp, rows, output, target):

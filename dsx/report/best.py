@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from dsx.report.facts import describe, examples_per_s, memory, memory_field, spread, tokens_per_s, within_noise
 from dsx.report.load import ReportError
-from dsx.units import fmt_gib, fmt_num, fmt_pct, fmt_spread, fmt_tflops
+from dsx.units import fmt_gib, fmt_num, fmt_pct, fmt_spread, fmt_tflops, size_arg
 
 
 TIES_SHOWN = 3
@@ -68,7 +68,16 @@ def pick_best(rows: list[dict], target=None) -> Best:
                           f"{details}", 1)
     ties = sorted((r for r in rows if r is not row and r["status"] == "ok" and within_noise(row, r)),
                   key=tokens_per_s, reverse=True)
-    return Best(row, row["ds_config"], findings, shlex.join(row["command"]), ties, target)
+    return Best(row, row["ds_config"], findings, shlex.join(readable_command(row["command"])), ties, target)
+
+
+def readable_command(argv: list[str]) -> list[str]:
+    """A row's command as a person would type it: --memory-cap as a size (rows before dsx 0.1 recorded bytes)."""
+    out = list(argv)
+    for i, word in enumerate(out[:-1]):
+        if word == "--memory-cap" and out[i + 1].isdigit():
+            out[i + 1] = size_arg(int(out[i + 1]))
+    return out
 
 
 def best_summary(best: Best) -> list[str]:
@@ -77,8 +86,9 @@ def best_summary(best: Best) -> list[str]:
     lines = [
         f"best: {describe(r)}",
         (f"  {fmt_num(tokens_per_s(r), 0)} tokens/s, {fmt_num(examples_per_s(r))} ex/s, "
-         f"{fmt_tflops(f['model_tflops_per_s'])} TFLOP/s per GPU, MFU {fmt_pct(f['mfu'])}, "
-         f"peak memory {fmt_gib(memory(r))} GiB ({memory_field(r)})"),
+         + ("" if r.get("device") == "cpu" else  # CPU ranks: no GPU, no peak to measure a utilisation against
+            f"{fmt_tflops(f['model_tflops_per_s'])} TFLOP/s per GPU, MFU {fmt_pct(f['mfu'])}, ")
+         + f"peak memory {fmt_gib(memory(r))} GiB ({memory_field(r)})"),
         f"  reproduce: {best.command}",
     ]
     if best.ties:

@@ -7,7 +7,7 @@ from dsx.report.facts import gpu_label, label, model_text
 from dsx.report.tables import Table
 from dsx.units import format_bytes
 
-COMM_COLUMNS = ["GPU", "model", "configuration", "DeepSpeed", "bytes/step", "max rank", "B/param", "predicted",
+COMM_COLUMNS = ["GPU", "model", "configuration", "mb", "nodes", "DeepSpeed", "bytes/step", "max rank", "B/param", "predicted",
                 "÷ pred.", "ZeRO paper", "calls/step", "1-bit warm-up", "1-bit compressed"]
 SHORT = {"all_reduce": "AR", "all_gather_into_tensor": "AG", "all_gather": "AG", "reduce_scatter_tensor": "RS",
          "reduce_scatter": "RS", "all_to_all_single": "A2A", "all_to_all": "A2A", "broadcast": "BC"}
@@ -46,13 +46,15 @@ def comm_table(rows: list[dict]) -> Table | None:
         ratio = measured_over_predicted(c)
         calls = " ".join(f"{SHORT.get(name, name)}×{v['calls_per_step']:g}" for name, v in sorted(c["collectives"].items()))
         table.rows.append([
-            gpu_label(r), model_text(r), label(r), (r.get("versions") or {}).get("deepspeed") or "-",
+            gpu_label(r), model_text(r), label(r), f"{r['micro_batch']} x {r.get('grad_accum') or 1}",
+            str(len((r.get("nodes") or {}).get("hosts") or [None])), (r.get("versions") or {}).get("deepspeed") or "-",
             format_bytes(c["bytes_per_step"]), format_bytes(c.get("bytes_per_step_max")),
             "-" if c.get("bytes_per_param") is None else f"{c['bytes_per_param']:.2f}", format_bytes(pred),
             "-" if ratio is None else f"{ratio:.3f}", format_bytes(predicted.get("paper_bytes_per_step")),
             calls or "-", _phase(c, "warmup"), _phase(c, "compressed", predicted.get("compressed_bytes_per_step")),
         ])
     table.legend = [
+        "mb: micro-batch x grad-accum per rank; nodes: the hosts the ranks ran on (a hostfile's). "
         "bytes: the ZeRO paper's data volume per rank (an all-reduce counts twice its tensor, an all-gather its "
         "gathered output, the rest their input), from DeepSpeed's comms logger over the timed steps, rank 0; max "
         "rank: the largest rank's; B/param: bytes / the model's parameters; calls/step: AR all-reduce, AG all-gather, "

@@ -35,12 +35,15 @@ RICH_DROP_ORDER = ("error", "config", "steps/s", "loss", "embed", "ffn", "vocab"
 HEADER_WIDTH = 16
 """Group header lines sit in the first column: past this many characters they wrap rather than widen it."""
 
+MIN_SHOWN = 4
+"""Columns a narrowed table keeps even when they are the same on every line (the first ones of the table)."""
+
 
 def to_rich(table: Table, width: int | None = None):
     """(a rich Table, notes to print under it with the legend).
 
     Columns that are '-' on every line are dropped. When the table is wider than `width`, columns with one value
-    on every line go next (a note says what that value is), then those of RICH_DROP_ORDER, one at a time, until it
+    on every line go next (a note says what that value is; MIN_SHOWN columns stay), then those of RICH_DROP_ORDER, one at a time, until it
     fits: a terminal has no room to spare, and a cut or wrapped cell is worse than a missing column
     (`--format markdown` keeps every column)."""
     from rich import box
@@ -63,6 +66,8 @@ def to_rich(table: Table, width: int | None = None):
 
     if too_wide() and len(lines) > 1:
         same = [i for i in keep[1:] if len({r[i] for r in lines}) == 1]
+        while same and len(keep) - len(same) < min(MIN_SHOWN, len(keep)):
+            same.pop(0)  # lines alike in everything: still show what they are, not one column under a wrapped title
         if same:
             notes.append("Same on every line: " + ", ".join(f"{table.columns[i]} {lines[0][i]}" for i in same) + ".")
             keep = [i for i in keep if i not in same]

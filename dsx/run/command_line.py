@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from dsx.units import size_arg
+
 
 def run_command(request) -> list[str]:
     """The `dsx run` argv that repeats `request` (a dsx.run.RunRequest)."""
@@ -49,7 +51,7 @@ def run_command(request) -> list[str]:
     if request.data_seed is not None:
         argv += ["--data-seed", str(request.data_seed)]
     if request.memory_cap is not None:
-        argv += ["--memory-cap", str(request.memory_cap)]
+        argv += ["--memory-cap", size_arg(request.memory_cap)]
     if request.hostfile:
         for key in NODE_KEYS:
             value = getattr(request, key)
