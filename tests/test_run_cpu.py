@@ -250,12 +250,13 @@ def test_a_rank_that_dies_without_a_result_and_a_hang_are_reported(results):
     assert row.ranks[1].status == "running" and row.ranks[1].phase == "initialized"
 
     out, rows = dsx_run(results, "--model", "gpt2-tiny", "--steps", "2", "--warmup", "0", "--inject-failure",
-                        "hang", "--timeout", "15")
+                        "hang:0", "--timeout", "15")  # hangs in the first timed step
     assert out.returncode == 1
     assert_no_traceback(out)
     assert results.read_bytes().startswith(before)
     row = parse_row(rows[0])
     assert row.status == "timeout" and row.error.startswith("timed out after 15 s and was killed (rank 0: ")
+    assert row.memory.max.host_rss_peak > 0  # measured as the timed steps began, before the rank hung
     pid = json.loads((Path(row.run_dir) / "rank-0.json").read_text())["pid"]
     with pytest.raises(ProcessLookupError):  # the hung rank was killed with its process group
         os.kill(pid, 0)

@@ -105,6 +105,8 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
     for i in range(plan.warmup + plan.steps):
         timed_index = i - plan.warmup
         if timed_index == 0:
+            # the memory so far goes into the report written now: a run later cut by its timeout still has it
+            collect_memory(torch, device, on_cuda, nvml, report)
             progress.phase("warmup_done")
             comm.begin()
         if timed_index >= 0:
