@@ -31,6 +31,10 @@ PINNED = {
     "accelerate_zero3_auto_stage": ("0.19.8", 8, True, [
         ("scheduler.params.warmup_num_steps", "warning", "hf-zero-warmup"),
     ]),
+    "azureml_autotuning_bert_hf": ("0.19.8", 8, True, [
+        ("gradient_clipping", "warning", "version-default"),
+        ("autotuning.enabled", "error", "autotuning-exits"),
+    ]),
     "llama_factory_zero3_offload": ("0.19.8", 8, True, [
         ("comms_config", "error", "unknown-key"),
         ("monitor_config", "error", "unknown-key"),
@@ -79,6 +83,7 @@ PINNED = {
         ("bf16.check_grad_overflow", "warning", "version-default"),
         ("zero_optimization.cpu_offload", "warning", "deprecated-key"),
         ("zero_optimization.allgather_partitions", "warning", "dead-key"),
+        ("zero_optimization", "warning", "zero-off"),
     ]),
     "deepspeedexamples_megatron_zero2_cpu_offload": ("0.18.9", 4, False, [
         ("optimizer.type", "warning", "adam-is-adamw"),

@@ -74,7 +74,8 @@ def test_misspelled_key_set_to_auto_is_caught():
 
 
 def test_docs_spelling_thread_count_points_to_intra_op_parallelism():
-    f = one(config(aio={"thread_count": 2}))
+    nvme = {"device": "nvme", "nvme_path": "/nvme", "pin_memory": True}
+    f = one(config(zero_optimization={"stage": 3, "offload_param": nvme}, aio={"thread_count": 2}))
     assert f.fix.startswith("use intra_op_parallelism")
 
 
@@ -278,9 +279,9 @@ def test_a_concrete_train_batch_must_divide_by_the_world_size_when_the_trainer_f
     assert (f.code, f.message) == ("batch-arithmetic", "train_batch_size 6 is not divisible by the world size 4")
 
 
-def test_auto_batch_sizes_that_can_hold_lint_clean():
-    assert run(config(train_batch_size=8, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps="auto"),
-               world_size=2, hf=True) == []
+def test_auto_batch_sizes_that_can_hold_have_no_error():
+    assert codes(config(train_batch_size=8, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps="auto"),
+                 world_size=2, hf=True) == [("train_batch_size", "warning", "hf-fixed-train-batch")]
     assert run(config(train_batch_size="auto", train_micro_batch_size_per_gpu=3, gradient_accumulation_steps="auto"),
                world_size=2, hf=True) == []
 
@@ -389,3 +390,116 @@ def test_a_comms_logger_block_with_enabled_false_is_flagged_because_deepspeed_lo
     assert (finding.path, finding.severity, finding.code) == ("comms_logger.enabled", "warning", "comms-logger-on")
     assert finding.message.startswith("comms_logger.enabled false does not turn the logger off")
     assert run(config(comms_logger={"enabled": True})) == []
+
+
+# ---- issue 34: what the engine or the Trainer does at run time; blocks and keys nothing reads
+
+
+def test_autotuning_enabled_stops_training_after_end_profile_step_plus_one():
+    f = one(config(autotuning={"enabled": True}))
+    assert (f.path, f.severity, f.code) == ("autotuning.enabled", "error", "autotuning-exits")
+    assert f.message == ("autotuning enabled makes the DeepSpeed engine call exit() once optimizer step 6 is done "
+                         "(end_profile_step + 1, with end_profile_step 5, the default): training stops there with "
+                         "exit status 0 and no error, after writing the autotuning metrics file")
+    assert f.fix == "remove the autotuning block from a training config; keep it only for `deepspeed --autotuning`"
+
+
+def test_autotuning_exit_step_follows_end_profile_step():
+    f = one(config(autotuning={"enabled": True, "start_profile_step": 2, "end_profile_step": 10}))
+    assert "exit() once optimizer step 11 is done (end_profile_step + 1, with end_profile_step 10)" in f.message
+
+
+def test_autotuning_model_info_profile_stops_after_the_first_forward():
+    f = one(config(autotuning={"enabled": True, "model_info": {"profile": True}}))
+    assert "call exit() at the end of the first forward pass" in f.message
+
+
+def test_autotuning_disabled_is_clean():
+    assert run(config(autotuning={"enabled": False, "fast": True})) == []
+
+
+def test_fixed_train_batch_with_trainer_filled_micro_and_accumulation():
+    f = one(config(train_batch_size=32, train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto"),
+            hf=True)
+    assert (f.path, f.severity, f.code) == ("train_batch_size", "warning", "hf-fixed-train-batch")
+    assert f.message == (
+        'train_batch_size 32 is fixed while train_micro_batch_size_per_gpu and gradient_accumulation_steps are '
+        '"auto": the Trainer fills them from its arguments and refuses to train unless world size x '
+        'per_device_train_batch_size x gradient_accumulation_steps = 32 ("Please correct the following DeepSpeed '
+        'config values that mismatch TrainingArguments values: - ds train_batch_size=32 vs hf train_batch_size '
+        '(calculated)=..."; under accelerate alone, deepspeed.initialize asserts instead)')
+    assert f.fix == 'set train_batch_size to "auto": the Trainer computes it from the same arguments'
+
+
+def test_fixed_train_batch_names_the_known_factors():
+    f = one(config(train_batch_size=32, train_micro_batch_size_per_gpu=4, gradient_accumulation_steps="auto"),
+            hf=True, world_size=8)
+    assert "refuses to train unless 8 x 4 x gradient_accumulation_steps = 32 (" in f.message
+
+
+def test_fixed_train_batch_no_argument_can_match_is_the_arithmetic_error_alone():
+    assert codes(config(train_batch_size=30, train_micro_batch_size_per_gpu="auto",
+                        gradient_accumulation_steps="auto"), hf=True, world_size=8) == [
+        ("train_batch_size", "error", "batch-arithmetic")]
+
+
+def test_aio_block_without_nvme_offload_is_unused():
+    f = one(config(aio={"block_size": 1048576, "queue_depth": 8}))
+    assert (f.path, f.severity, f.code) == ("aio", "warning", "aio-unused")
+    assert f.message == ('nothing reads this block: DeepSpeed uses aio only for offload device "nvme" (ZeRO stage 3) '
+                         "and for checkpoint.writer, and this config has neither")
+
+
+def test_unused_aio_block_with_a_key_deepspeed_does_not_read_is_one_finding():
+    f = one(config(aio={"block_size": 1048576, "thread_count": 1}))
+    assert f.code == "aio-unused"
+    assert f.message.endswith("and this config has neither; so what is wrong inside it is moot (thread_count)")
+
+
+def test_aio_block_for_the_checkpoint_writer_is_used():
+    assert run(config(aio={"queue_depth": 8}, checkpoint={"writer": {"type": "FAST"}})) == []
+
+
+def test_zero_options_at_stage_0_are_one_finding():
+    zero = {"stage": 0, "overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": 50000000,
+            "allgather_bucket_size": 50000000, "reduce_scatter": True, "round_robin_gradients": True}
+    f = one(config(zero_optimization=zero))
+    assert (f.path, f.severity, f.code) == ("zero_optimization", "warning", "zero-off")
+    assert f.message == ("ZeRO is off (stage 0): DeepSpeed accepts and ignores overlap_comm, contiguous_gradients, "
+                         "reduce_bucket_size, allgather_bucket_size, reduce_scatter, round_robin_gradients")
+
+
+def test_allgather_bucket_size_at_stage_0_is_read_by_a_bf16_pipeline():
+    zero = {"stage": 0, "allgather_bucket_size": 50000000, "overlap_comm": True}
+    f = one(config(zero_optimization=zero, pipeline={"activation_checkpoint_interval": 0}))
+    assert f.message == "ZeRO is off (stage 0): DeepSpeed accepts and ignores overlap_comm"
+
+
+def test_contiguous_checkpointing_without_count_is_a_warning_configure_arguments_can_fill():
+    f = one(config(activation_checkpointing={"partition_activations": True, "contiguous_memory_optimization": True}))
+    assert (f.path, f.severity, f.code) == ("activation_checkpointing.contiguous_memory_optimization", "warning",
+                                            "checkpointing-configure")
+    assert f.message == ('without number_checkpoints, deepspeed.checkpointing.configure() asserts "Must specify the '
+                         'number of layers with contiguous memory checkpointing" unless the script passes '
+                         "num_checkpoints= to it (Megatron-DeepSpeed passes its layer count)")
+
+
+def test_contiguous_checkpointing_under_the_trainer_is_moot():
+    block = {"contiguous_memory_optimization": True, "partitioned_activations": True}
+    f = one(config(activation_checkpointing=block), hf=True)
+    assert (f.path, f.severity, f.code) == ("activation_checkpointing", "warning", "no-op-block")
+    assert f.message == ("the transformers Trainer never applies this block (it does not call "
+                         "deepspeed.checkpointing.configure); so what is wrong inside it is moot "
+                         "(partitioned_activations)")
+
+
+def test_offload_param_without_a_device_below_stage_3_is_a_warning():
+    f = one(config(zero_optimization={"stage": 2, "offload_param": {"device": "none"}}))
+    assert (f.severity, f.message) == ("warning", "offload_param with device none offloads nothing; it only applies "
+                                                  "to ZeRO stage 3 and is ignored at stage 2")
+
+
+def test_offload_param_device_filled_by_accelerate_below_stage_3_is_a_warning():
+    f = one(config(zero_optimization={"stage": 2, "offload_param": {"device": "auto", "pin_memory": True}}), hf=True)
+    assert (f.severity, f.code) == ("warning", "stage3-only")
+    assert "if accelerate fills its \"auto\" device with cpu or nvme, DeepSpeed does NOT offload" in f.message

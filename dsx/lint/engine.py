@@ -8,6 +8,7 @@ what it reported so the next one does not report it again.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 from typing import Iterator
 
@@ -16,8 +17,10 @@ from pydantic import ValidationError
 from dsx.lint import autos
 from dsx.lint.context import LintContext
 from dsx.lint.findings import Finding, join
+from dsx.lint.inert_rules import makes_inside_moot
 from dsx.lint.paths import accepts, gate, keys_of, models_in, resolve
 from dsx.lint.rules import RULES
+from dsx.safe_io import non_finite_paths
 from dsx.schema.config import SECTIONS, TopLevelConfig, section_adapter, top_level_keys
 from dsx.versions import Version
 
@@ -139,7 +142,8 @@ def check_versions(data: dict, ctx: LintContext) -> list[Finding]:
             if isinstance(name, str) and name in PASS_ADDED_IN and ctx.target < Version(PASS_ADDED_IN[name]):
                 findings.append(Finding(
                     "compile.passes", "error", "not-in-target",
-                    f"compile pass '{name}' is new in DeepSpeed {PASS_ADDED_IN[name]}; DeepSpeed {ctx.target} rejects it",
+                    f"compile pass '{name}' is new in DeepSpeed {PASS_ADDED_IN[name]}; "
+                    f"DeepSpeed {ctx.target} rejects it",
                     "remove it, or target a newer DeepSpeed with --target-deepspeed",
                 ))
     optimizer = data.get("optimizer")
@@ -261,6 +265,10 @@ def _model_errors(data: dict) -> list[dict]:
     return errors
 
 
+# The activation-checkpointing model's checks, which only deepspeed.checkpointing.configure() makes.
+CONFIGURE_ASSERTS = "contiguous_memory_optimization requires"
+
+
 def check_models(data: dict, ctx: LintContext) -> list[Finding]:
     findings: list[Finding] = []
     seen: set[str] = set()
@@ -268,6 +276,8 @@ def check_models(data: dict, ctx: LintContext) -> list[Finding]:
         finding = _translate(err, data)
         if finding.code == "missing-key" and finding.path in ctx.autos:
             continue  # it held "auto": reported already, or the Trainer/accelerate fills it
+        if finding.path == "activation_checkpointing" and finding.message.startswith(CONFIGURE_ASSERTS):
+            continue  # configure() asserts it, and its arguments can supply it: inert_rules gives the severity
         if finding.path in seen:  # one finding per key: union branches each report the same input
             continue
         seen.add(finding.path)
@@ -290,9 +300,32 @@ def lint(data: dict, *, target: Version, world_size: int | None = None, hf: bool
                 "keep one")
         for path in duplicate_keys
     ]
+    findings += [  # the loader's finding, like duplicate keys (dsx.safe_io.non_finite_paths)
+        Finding(path, "error", "non-finite-number",
+                "not a JSON number (Infinity/NaN): strict parsers and editors reject the file, and DeepSpeed's "
+                "loader reads a float no training step can use", "write a finite number")
+        for path in non_finite_paths(data)
+    ]
     findings += check_autos(work, ctx)
     findings += check_versions(work, ctx)
     findings += check_models(work, ctx)
     for rule in RULES:
         findings += list(rule(work, ctx))
-    return findings
+    return fold_moot(findings, ctx)
+
+
+def fold_moot(findings: list[Finding], ctx: LintContext) -> list[Finding]:
+    """One finding for a block nothing reads in this context: what is wrong inside it is named there, not repeated
+    (fixing it would change nothing; removing the block fixes all)."""
+    blocks = [f for f in findings if makes_inside_moot(f, ctx)]
+    inside = {b.path: [f for f in findings if f not in blocks and f.path.startswith(b.path + ".")] for b in blocks}
+    moot = {id(f) for fs in inside.values() for f in fs}
+    out = []
+    for f in findings:
+        if id(f) in moot:
+            continue
+        if inside.get(f.path) and f in blocks:
+            paths = ", ".join(dict.fromkeys(x.path.removeprefix(f.path + ".") for x in inside[f.path]))
+            f = dataclasses.replace(f, message=f"{f.message}; so what is wrong inside it is moot ({paths})")
+        out.append(f)
+    return out

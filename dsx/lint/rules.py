@@ -11,9 +11,12 @@ from dsx.config_facts import ONEBIT
 from dsx.lint.context import LintContext
 from dsx.lint.context import as_dict as _dict
 from dsx.lint.context import is_true as _is_true
+from dsx.lint.context import offload_device as _offload_device
+from dsx.lint.context import zero_stage
 from dsx.lint.findings import Finding
-from dsx.lint.inert_rules import (activation_checkpointing, comms_logger_off, datastates, dead_keys,
-                                  deprecated_keys)
+from dsx.lint.inert_rules import (activation_checkpointing, aio_unused, comms_logger_off, datastates, dead_keys,
+                                  deprecated_keys, zero_off_keys)
+from dsx.lint.run_rules import autotuning_exits, hf_fixed_train_batch
 
 STAGE3_ONLY = {
     # canonical field name -> True when setting it at stage < 3 loses something the user clearly wanted
@@ -27,20 +30,6 @@ STAGE3_ONLY = {
     "override_module_apply": False, "log_trace_cache_warnings": False, "enable_sanity_checks": False,
     "save_muon_momentum_buffer_in_memory": False, "leaf_module": False,
 }
-
-
-
-def zero_stage(data: dict, ctx: LintContext) -> int | None:
-    """The ZeRO stage DeepSpeed will run, or None when unknown (filled by the Trainer/accelerate)."""
-    zero = data.get("zero_optimization")
-    if isinstance(zero, bool):
-        return 1 if zero else 0
-    if zero is None:
-        return 0
-    if "zero_optimization.stage" in ctx.filled_by_hf:
-        return None
-    stage = _dict(zero).get("stage", 0)
-    return stage if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3 else None
 
 
 def _canonical_zero_key(key: str) -> str:
@@ -59,12 +48,6 @@ def _optimizer_kind(data: dict) -> str | None:
     return optimizer_kind(optimizer["type"]) if isinstance(optimizer.get("type"), str) else None
 
 
-def _offload_device(data: dict, which: str) -> str:
-    block = _dict(_dict(data.get("zero_optimization")).get(which))
-    device = block.get("device", "none")
-    return device if isinstance(device, str) else "none"
-
-
 # ---------------------------------------------------------------- ZeRO
 
 
@@ -79,9 +62,16 @@ def stage3_only_keys(data: dict, ctx: LintContext) -> Iterator[Finding]:
             continue
         path = f"zero_optimization.{key}"
         if name == "offload_param":
-            if _offload_device(data, "offload_param") == "none":
+            # the severity follows what is lost: a device that offloads (error), or nothing asked for (warning)
+            if "zero_optimization.offload_param.device" in ctx.filled_by_hf:
                 yield Finding(path, "warning", "stage3-only",
-                              f"offload_param only applies to ZeRO stage 3 and is ignored at stage {stage}",
+                              f"offload_param only applies to ZeRO stage 3: if accelerate fills its \"auto\" device "
+                              f"with cpu or nvme, DeepSpeed does NOT offload parameters at stage {stage}",
+                              "set stage 3 for parameter offload, or remove offload_param")
+            elif _offload_device(data, "offload_param") == "none":
+                yield Finding(path, "warning", "stage3-only",
+                              f"offload_param with device none offloads nothing; it only applies to ZeRO stage 3 and "
+                              f"is ignored at stage {stage}",
                               "remove it")
             else:
                 yield Finding(path, "error", "stage3-only",
@@ -377,7 +367,8 @@ def bucket_sizes(data: dict, ctx: LintContext) -> Iterator[Finding]:
         if size > DEEPSPEED_DEFAULT:
             yield Finding(f"zero_optimization.{key}", "warning", "bucket-size",
                           f"{size:,.0f} elements, above DeepSpeed's default {DEEPSPEED_DEFAULT:,}: measured no faster "
-                          f"and with more memory reserved ({MEASURED_LARGE})", f"remove it or use {DEEPSPEED_DEFAULT:,}")
+                          f"and with more memory reserved ({MEASURED_LARGE})",
+                          f"remove it or use {DEEPSPEED_DEFAULT:,}")
         elif size < SMALL and (ctx.model_params is None or size < ctx.model_params):
             yield Finding(f"zero_optimization.{key}", "warning", "bucket-size",
                           f"{size:,.0f} elements: below {SMALL:,} a model's gradients are reduced in many small "
@@ -435,4 +426,5 @@ RULES = [
     adam_means_adamw, scheduler_without_optimizer, hf_zero_warmup, precision, version_dependent_defaults,
     batch_arithmetic, sequence_parallel, zero_bucket_size, bucket_sizes, negative_clipping, pipeline_rules,
     activation_checkpointing, deprecated_keys, dead_keys, datastates, elasticity_batch, comms_logger_off,
+    autotuning_exits, hf_fixed_train_batch, zero_off_keys, aio_unused,
 ]
