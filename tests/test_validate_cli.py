@@ -178,3 +178,28 @@ def test_megabytes_of_junk_skip_the_slow_hjson_fallback(tmp_path):
     assert result.stderr.splitlines()[0] == (f"{junk}:1:1: not valid JSON: Expecting value (hjson is tried only up "
                                              "to 256 KiB)")
     assert "offload_param only applies to ZeRO stage 3" in result.stdout
+
+
+def test_auto_values_without_hf_are_one_finding_listing_the_keys():
+    result = validate(FIXTURES / "hf_trainer_zero3_auto.json")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout  # the finding and its fix
+    assert lines[0] == (
+        f"{FIXTURES / 'hf_trainer_zero3_auto.json'}: error: <config>: 17 \"auto\" values only the transformers "
+        "Trainer / accelerate fill; passed to DeepSpeed directly they fail at DeepSpeedConfig() (TypeError): "
+        "gradient_accumulation_steps, train_batch_size, train_micro_batch_size_per_gpu; fail at "
+        "deepspeed.initialize(): optimizer.params.lr, optimizer.params.betas, optimizer.params.eps, "
+        "optimizer.params.weight_decay, scheduler.params.warmup_min_lr, scheduler.params.warmup_max_lr, "
+        "scheduler.params.warmup_num_steps, scheduler.params.total_num_steps; fail at the first optimizer step: "
+        "gradient_clipping; are silently dropped (DeepSpeed's defaults apply): bf16.enabled, fp16.enabled, "
+        "zero_optimization.reduce_bucket_size, zero_optimization.stage3_prefetch_bucket_size, "
+        "zero_optimization.stage3_param_persistence_threshold [auto-unfilled]")
+    assert lines[1] == "    fix: lint with --hf if this config goes through the Trainer/accelerate, or set values"
+    assert "17 error(s), 0 warning(s)" in result.stderr
+
+
+def test_json_keeps_one_auto_finding_per_key():
+    result = validate("--json", FIXTURES / "hf_trainer_zero3_auto.json")
+    findings = json.loads(result.stdout)["files"][0]["findings"]
+    assert len(findings) == 17 and {f["code"] for f in findings} == {"auto-unfilled"}

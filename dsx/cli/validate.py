@@ -11,6 +11,7 @@ import sys
 import click
 
 from dsx.cli.options import resolve_target_or_fail, target_option
+from dsx.lint.autos import fold_unfilled
 from dsx.lint.engine import lint
 from dsx.lint.load import UnreadableConfig, read_config
 
@@ -58,7 +59,7 @@ def command(files, world_size, target, hf, as_json, errors_only):
             if not r["readable"]:
                 click.echo(f"{r['error']}", err=True)
                 continue
-            for finding in r["_findings"]:
+            for finding in fold_unfilled(r["_findings"]):  # one line for the "auto" values --hf would clear
                 click.echo(finding.render(r["file"]))
             if not r["_findings"]:
                 click.echo(f"{r['file']}: clean for DeepSpeed {version}")

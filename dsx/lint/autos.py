@@ -56,3 +56,32 @@ def auto_paths(node: Any, path: str = "") -> list[str]:
     if isinstance(node, list):
         return [p for i, v in enumerate(node) for p in auto_paths(v, f"{path}[{i}]")]
     return [path] if node == "auto" else []
+
+
+# What DeepSpeed does with an unfilled "auto" (HF_FILLED's words), as one clause of a folded finding.
+_EFFECTS = (("fails at DeepSpeedConfig()", "fail at DeepSpeedConfig() (TypeError)"),
+            ("fails at deepspeed.initialize()", "fail at deepspeed.initialize()"),
+            ("is accepted and then fails at the first optimizer step", "fail at the first optimizer step"),
+            ("is silently dropped", "are silently dropped (DeepSpeed's defaults apply)"))
+
+
+def fold_unfilled(findings: list) -> list:
+    """The "auto" values only the Trainer / accelerate fill, as one finding: they share one fix (--hf, or values),
+    as `dsx launch` says in one line (dsx.userjob.preflight.Checked.error_lines); one finding each is 2 lines each."""
+    from dsx.lint.findings import Finding
+
+    unfilled = [f for f in findings if f.code == "auto-unfilled" and f.path in HF_FILLED]
+    if len(unfilled) < 2:
+        return findings
+    groups: dict[str, list[str]] = {words: [] for _, words in _EFFECTS}
+    for f in unfilled:
+        effect = next((words for start, words in _EFFECTS if HF_FILLED[f.path].startswith(start)), "fail")
+        groups.setdefault(effect, []).append(f.path)
+    clauses = "; ".join(f"{effect}: {', '.join(paths)}" for effect, paths in groups.items() if paths)
+    folded = Finding("", "error", "auto-unfilled",
+                     f'{len(unfilled)} "auto" values only the transformers Trainer / accelerate fill; passed to '
+                     f"DeepSpeed directly they {clauses}",
+                     "lint with --hf if this config goes through the Trainer/accelerate, or set values")
+    first = findings.index(unfilled[0])
+    rest = [f for f in findings if f not in unfilled]
+    return rest[:first] + [folded] + rest[first:]
