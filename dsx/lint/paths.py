@@ -68,8 +68,9 @@ def resolve(keys: list[str]) -> tuple[list[type[BaseModel]], FieldInfo | None]:
 
 @lru_cache(maxsize=None)
 def _adapter(info_id: int, info: FieldInfo) -> TypeAdapter:
-    annotated = typing.Annotated.__class_getitem__((info.annotation, *info.metadata)) if info.metadata else info.annotation
-    return TypeAdapter(annotated)
+    if not info.metadata:
+        return TypeAdapter(info.annotation)
+    return TypeAdapter(typing.Annotated.__class_getitem__((info.annotation, *info.metadata)))
 
 
 def accepts(info: FieldInfo, value) -> bool:
