@@ -24,12 +24,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dsx.safe_io import UnreadableFile, check_regular, read_bounded
+from dsx.units import MIB
+
 _DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"  # "_": ssh and cluster names allow it
 _DNS_NAME = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: DeepSpeed's int() would also take "+1", " 1", "1_0" and "٣"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHELL_SPECIAL_IN_DOUBLE_QUOTES = set('$`"\\')
 _EXPECTED_LINE = "'HOST slots=N'"
+MAX_SLOTS = 1024
+"""No node has more accelerators than this; a bigger number is a typo (and DeepSpeed's range() of it overflows)."""
+MAX_LINE = 1024
+"""Characters before a comment: a 253-character host name and its slots fit many times over."""
+MAX_HOSTFILE_BYTES = 1 * MIB
+"""Tens of thousands of 'HOST slots=N' lines: more is not a hostfile (and /dev/zero would never end)."""
 
 
 class HostfileError(ValueError):
@@ -70,7 +79,10 @@ def parse_hostfile(text: str, source: str = "<hostfile>") -> dict[str, int]:
     first_seen: dict[str, tuple[str, int]] = {}  # canonical key -> (spelling, line number)
     for line_number, raw_line in enumerate(_lines(text), start=1):
         where = f"{source}:{line_number}"
-        tokens = raw_line.partition("#")[0].split()
+        content = raw_line.partition("#")[0]
+        if len(content) > MAX_LINE:  # a host name is at most 253 characters: the error must not quote the rest
+            raise HostfileError(f"{where}: a line of {len(content):,} characters is not {_EXPECTED_LINE}")
+        tokens = content.split()
         if not tokens:
             continue
         host = tokens[0]
@@ -86,8 +98,11 @@ def parse_hostfile(text: str, source: str = "<hostfile>") -> dict[str, int]:
         if not slots_token.startswith("slots="):
             raise HostfileError(f"{where}: expected 'slots=N' after host {host!r}, got {slots_token!r}")
         slots_value = slots_token[len("slots="):]
-        if not _DIGITS.fullmatch(slots_value) or int(slots_value) == 0:
+        if not _DIGITS.fullmatch(slots_value) or int(slots_value[:12]) == 0:
             raise HostfileError(f"{where}: slots must be a positive integer, got {slots_token!r}")
+        if len(slots_value) > 6 or int(slots_value) > MAX_SLOTS:
+            raise HostfileError(f"{where}: slots={slots_value[:24]}{'...' * (len(slots_value) > 24)} is more than "
+                                f"{MAX_SLOTS:,}, the most one node runs (slots are the node's GPUs)")
         if len(tokens) > 2:
             extra = " ".join(tokens[2:])
             raise HostfileError(f"{where}: unexpected text after {slots_token!r}: {extra!r} "
@@ -108,17 +123,20 @@ def parse_hostfile(text: str, source: str = "<hostfile>") -> dict[str, int]:
 def read_hostfile(path: str | Path) -> dict[str, int]:
     """parse_hostfile() of a file; a missing file is an error (DeepSpeed would silently run on local GPUs only)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HostfileError(f"hostfile not found: {path}") from None
-    except IsADirectoryError:
-        raise HostfileError(f"hostfile is a directory, not a file: {path}") from None
-    except PermissionError:
-        raise HostfileError(f"cannot read hostfile {path}: permission denied") from None
+        check_regular(path, "a hostfile")
+    except UnreadableFile as error:
+        if error.reason == "missing":
+            raise HostfileError(f"hostfile not found: {path}") from None
+        if Path(path).is_dir():
+            raise HostfileError(f"hostfile is a directory, not a file: {path}") from None
+        raise HostfileError(f"hostfile {error}") from None
+    try:
+        text = read_bounded(path, limit=MAX_HOSTFILE_BYTES, what="a hostfile",
+                            why="a hostfile is one 'HOST slots=N' line per node").decode("utf-8")
+    except UnreadableFile as error:
+        raise HostfileError(f"hostfile {error}") from None
     except UnicodeDecodeError:
         raise HostfileError(f"hostfile {path} is not UTF-8 text") from None
-    except OSError as error:
-        raise HostfileError(f"cannot read hostfile {path}: {error.strerror or error}") from None
     return parse_hostfile(text, source=str(path))
 
 

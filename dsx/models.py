@@ -178,11 +178,19 @@ def _positive_int(value: Any, what: str) -> int:
     return value
 
 
+MAX_LAYERS = 256
+"""Deeper is a typo: Llama 3.1 405B has 126 layers; building 100,000 on the meta device took 10 min and 4.9 GB."""
+
+
 def _check_shape(preset: ModelPreset, config: Any) -> None:
     family = FAMILIES[preset.family]
     for attr, key in (("num_hidden_layers", family.layers_key), ("hidden_size", None),
                       ("num_attention_heads", None), ("vocab_size", None), (family.positions_key, None)):
         _positive_int(getattr(config, attr), f"{preset.name}: {key or attr}")
+    if config.num_hidden_layers > MAX_LAYERS:
+        raise ModelError(f"{preset.name}: {family.layers_key or 'num_hidden_layers'}={config.num_hidden_layers} is "
+                         f"more than {MAX_LAYERS} layers, twice the deepest published model (126): dsx builds the "
+                         "model layer by layer on the meta device to count it, which would take minutes and GBs")
     hidden, heads = config.hidden_size, config.num_attention_heads
     if hidden % heads:
         hidden_key, heads_key = ("n_embd", "n_head") if preset.family == "gpt2" else ("hidden_size",

@@ -23,9 +23,14 @@ from pydantic import Field, model_validator
 # the parts a capability adds, re-exported: every module reads the row from here
 from dsx.row_parts import (CollectiveComm, Comm, CommPhase, CommPredicted, DataInfo, LaunchInfo, MemoryMax, ParityInfo,
                            ParityVerdict, PipelineInfo, PipelineStage, SparseAttentionInfo, TrainerFigures, _Row)
+from dsx.safe_io import MAX_NESTING, UnreadableFile, not_a_regular_file, read_bounded
+from dsx.units import MIB
 
 SCHEMA_VERSION = 1
 """Bump when a field changes meaning or is removed; adding an optional field does not need a bump."""
+
+MAX_RESULTS_BYTES = 256 * MIB
+"""About 60,000 rows of a few KiB: more is read whole into memory by every report, so it is refused instead."""
 
 Status = Literal["ok", "oom", "error", "timeout"]
 MEMORY_FIELDS = ("peak_allocated", "peak_reserved", "nvml_used", "host_rss_peak", "pinned_host")
@@ -317,14 +322,18 @@ def append_row(path: str | os.PathLike, row: RunRow | dict) -> None:
     """Append one row as one line: exclusive lock, one write, flush, fsync. The file is never rewritten.
 
     If the file ends in a torn line (a crash mid-write), a newline is written first so the new row stays whole;
-    `read_rows` skips the torn line.
+    `read_rows` skips the torn line. A path that is not a regular file is refused (UnreadableFile), never waited on.
     """
     data = row.model_dump(mode="json") if isinstance(row, RunRow) else row
     line = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # O_NONBLOCK: opening a FIFO for writing must fail (ENXIO) rather than wait for a reader
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0), 0o644)
     try:
+        kind = not_a_regular_file(os.fstat(fd).st_mode)
+        if kind:
+            raise UnreadableFile(f"{path}: is {kind}, not a results file", "special")
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         prefix = b""
@@ -357,16 +366,19 @@ def read_rows(path: str | os.PathLike) -> Rows:
     rows: list[dict] = []
     skipped: list[tuple[int, str]] = []
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return Rows()
-    with open(path, "rb") as f:
-        lines = f.read().split(b"\n")
+    lines = read_bounded(path, limit=MAX_RESULTS_BYTES, what="a results file",
+                         why="split it (rows are JSON lines)").split(b"\n")
     last_index = len(lines) - 1
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             value = json.loads(raw.decode("utf-8"))
+        except RecursionError:
+            raise UnreadableFile(f"{path}:{number}: nested more than {MAX_NESTING} levels deep; not a dsx row",
+                                 "too-deep") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             torn = number - 1 == last_index
             skipped.append((number, "torn last line (no newline)" if torn else f"not JSON: {exc}"))

@@ -29,6 +29,16 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        """A refusal is one line, "Error: ...": click's Usage banner and help hint put it on line 4 (--help is
+        unchanged, and every command's --help says what it takes)."""
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if not isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+                exc.ctx = None
+            raise
+
     def list_commands(self, ctx):
         return sorted(COMMANDS)
 
@@ -60,6 +70,11 @@ def main(argv=None):
     except Exception as exc:  # a bug in dsx: say so plainly; DSX_DEBUG=1 shows the traceback
         if os.environ.get("DSX_DEBUG"):
             raise
+        from dsx.safe_io import OutputError, UnreadableFile
+
+        if isinstance(exc, (OutputError, UnreadableFile)):  # a file the user named, refused: not a bug
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(2)
         click.echo(f"dsx: internal error: {type(exc).__name__}: {exc} (set DSX_DEBUG=1 for the traceback)",
                    err=True)
         sys.exit(3)

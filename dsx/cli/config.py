@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from dsx.cli.options import act_ckpt_option, ds_config_options, resolve_target_or_fail, target_option
+from dsx.cli.options import (FINITE_FLOAT, act_ckpt_option, ds_config_options, resolve_target_or_fail,
+                             target_option)
 from dsx.generate import SCHEDULERS, ConfigRequest, ConfigRequestError, generate, parse_set
 from dsx.presets import PRESETS
 from dsx.versions import NEWEST_KNOWN
@@ -17,7 +18,8 @@ from dsx.versions import NEWEST_KNOWN
 
 
 def dump(config: dict) -> str:
-    return json.dumps(config, indent=2) + "\n"
+    """Strict JSON: a non-finite number (Infinity) is refused by the flags; allow_nan=False is the last guard."""
+    return json.dumps(config, indent=2, allow_nan=False) + "\n"
 
 
 def request_from(preset: str | None, flags: dict) -> tuple[ConfigRequest, str | None]:
@@ -41,7 +43,7 @@ def request_from(preset: str | None, flags: dict) -> tuple[ConfigRequest, str | 
 @ds_config_options
 @click.option("--world-size", type=click.IntRange(min=1), help="Number of GPUs (ranks) the batch is solved for.")
 @click.option("--train-batch", type=click.IntRange(min=1), help="Global batch per optimizer step.")
-@click.option("--weight-decay", type=float, help="Weight decay (default 0).")
+@click.option("--weight-decay", type=FINITE_FLOAT, help="Weight decay (default 0).")
 @click.option("--scheduler", type=click.Choice(SCHEDULERS), help="Learning-rate schedule (default none).")
 @click.option("--warmup-steps", type=click.IntRange(min=1), help="Warm-up steps for the schedule (default 100).")
 @click.option("--total-steps", type=click.IntRange(min=1), help="Total steps (WarmupDecayLR, WarmupCosineLR).")
@@ -54,7 +56,7 @@ def request_from(preset: str | None, flags: dict) -> tuple[ConfigRequest, str | 
               help="1-bit optimizer family (DeepSpeed 0.18 only; no ZeRO, fp16).")
 @click.option("--hf-auto", is_flag=True, default=None,
               help='Write "auto" exactly where the transformers Trainer / accelerate fill values.')
-@click.option("--gradient-clipping", type=float, help="Gradient norm clip, written explicitly (default 1.0).")
+@click.option("--gradient-clipping", type=FINITE_FLOAT, help="Gradient norm clip, written explicitly (default 1.0).")
 @target_option
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Set any dotted key, e.g. --set zero_optimization.overlap_comm=true (VALUE is JSON).")
@@ -89,7 +91,12 @@ def command(preset, list_presets, target, output, write_presets, **flags):
         click.echo(note, err=True)
     text = dump(config)
     if output:
-        output.write_text(text)
+        from dsx.safe_io import OutputError, write_text
+
+        try:
+            write_text(output, text)
+        except OutputError as exc:
+            raise click.UsageError(str(exc)) from None
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)

@@ -83,6 +83,7 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
     from dsx.run.nodes import NodeRequest, gpu_capabilities, launch_nodes, master_addr, place
     from dsx.run.prepare import lane_launch
     from dsx.run.refused import RunRefused
+    from dsx.safe_io import UnreadableFile, check_appendable
     from dsx.userjob import preflight
     from dsx.userjob.record import Recorder
     from dsx.run.request import resolve_lane
@@ -99,6 +100,11 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
     work = None  # a temporary folder for the .deepspeed_env of a multi-node launch, removed whatever happens
     try:
         try:
+            preflight.check_script(command, local=node_request.hostfile is None)
+            try:
+                check_appendable(results)  # a FIFO would block the row's write after the whole job
+            except UnreadableFile as exc:
+                raise RunRefused(f"--results {exc}") from None
             device, visible = detect_device()
             placement = place(node_request, gpus, device, visible)
             world = placement.world_size

@@ -10,6 +10,24 @@ from dsx.versions import Version, VersionError, resolve_target
 
 CHOICE_DEVICES = click.Choice(["none", "cpu", "nvme"])
 
+
+class FiniteFloat(click.ParamType):
+    """A float flag that refuses inf and nan (and 1e400, which is inf): JSON has no such numbers, and no training
+    step can use them."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+FINITE_FLOAT = FiniteFloat()
+
 # The DeepSpeed-config choices `dsx config` and `dsx run` share (keys of dsx.generate.ConfigRequest).
 _DS_CONFIG_OPTIONS = (
     click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage 0-3 (default 2)."),
@@ -21,7 +39,7 @@ _DS_CONFIG_OPTIONS = (
     click.option("--grad-accum", type=click.IntRange(min=1), help="Gradient accumulation steps (default 1)."),
     click.option("--optimizer", help="Optimizer type: AdamW (default; DeepSpeed's FusedAdam), Adam, Lamb, Lion, "
                                      "Adagrad, Muon, ..."),
-    click.option("--lr", type=float, help="Learning rate (default 1e-4)."),
+    click.option("--lr", type=FINITE_FLOAT, help="Learning rate (default 1e-4)."),
 )
 
 

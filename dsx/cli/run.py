@@ -98,8 +98,14 @@ def command(dry_run, **options):
     """
     from dsx.run import RunRefused, describe_dry_run, execute, prepare, summary
 
+    from dsx.safe_io import UnreadableFile, check_appendable
+
     request = request_of(options, ["dsx", *sys.argv[1:]])
     results = request.results
+    try:
+        check_appendable(results)  # a FIFO would block the row's write after the whole run
+    except UnreadableFile as exc:
+        raise click.UsageError(f"--results {exc}") from None
     try:
         prepared = prepare(request, check_nodes=not dry_run, write=not dry_run)
     except RunRefused as exc:

@@ -23,7 +23,12 @@ def command(target, hf, output):
     """
     text = json.dumps(config_schema(resolve_target_or_fail(target), hf=hf), indent=2) + "\n"
     if output:
-        output.write_text(text)
+        from dsx.safe_io import OutputError, write_text
+
+        try:
+            write_text(output, text)
+        except OutputError as exc:
+            raise click.UsageError(str(exc)) from None
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)

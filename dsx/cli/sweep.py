@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from dsx.cli.lane_options import python_option
-from dsx.cli.options import SIZE, data_options, gpu_kind_options, host_options, node_options, pick_gpu_kind
+from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, node_options,
+                             pick_gpu_kind)
 from dsx.cli.sweep_axes import (_act_ckpt, _booleans, _buckets, _choices, _ints, _one_or_list, _ratios, _sparse_words,
                                 _stages, _vary)
 
@@ -64,7 +65,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
               help="How DeepSpeed splits the layers of the pipelined trials (default parameters).")
 @click.option("--nvme-path", help="Directory on a local NVMe drive (NVMe offload).")
 @click.option("--optimizer", help="Optimizer type (default AdamW).")
-@click.option("--lr", type=float, help="Learning rate (default 1e-4).")
+@click.option("--lr", type=FINITE_FLOAT, help="Learning rate (default 1e-4).")
 @click.option("--ds-set", "ds_sets", multiple=True, metavar="KEY=VALUE", help="DeepSpeed key for every trial.")
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation of every trial (flash: flash_attn on CUDA).")
@@ -196,6 +197,14 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
     if device == "cuda" and any(g is not None and g > visible for g in spec.gpus):
         raise click.UsageError(f"--gpus {gpus}: only {visible} GPU(s) are visible")
     _refuse_prune_options(spec, ctx)
+    from dsx.results import read_rows
+    from dsx.safe_io import UnreadableFile, check_appendable
+
+    try:  # the sweep's state: a FIFO or a device would hang it, a damaged file fail it later
+        check_appendable(results)
+        read_rows(results)
+    except UnreadableFile as exc:
+        raise click.UsageError(f"--results {exc}") from None
     configurations = sweep_configurations(spec)
     where = f"{visible} GPU(s)" if device == "cuda" else "CPU ranks (no GPU)"
     mb_text = (f"auto ({spec.mb_start}..{spec.mb_max}, x2 then bisect)" if micro_batches == AUTO

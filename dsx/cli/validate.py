@@ -13,7 +13,7 @@ import click
 from dsx.cli.options import resolve_target_or_fail, target_option
 from dsx.lint.autos import fold_unfilled
 from dsx.lint.engine import lint
-from dsx.lint.load import UnreadableConfig, read_config
+from dsx.lint.load import UnreadableConfig, read_config, read_config_stream
 
 
 @click.command("validate")
@@ -27,12 +27,13 @@ from dsx.lint.load import UnreadableConfig, read_config
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable findings on stdout.")
 @click.option("--errors-only", is_flag=True, help="Hide warnings; exit 0 when there are no errors.")
 def command(files, world_size, target, hf, as_json, errors_only):
-    """Lint DeepSpeed configs: every mistake DeepSpeed would swallow."""
+    """Lint DeepSpeed configs: every mistake DeepSpeed would swallow. FILE - reads the config from stdin."""
     version = resolve_target_or_fail(target)
     reports, unreadable, counted = [], False, 0
-    for path in files:
+    for name in files:
+        path = "<stdin>" if name == "-" else name
         try:
-            loaded = read_config(path)
+            loaded = read_config_stream(sys.stdin.buffer) if name == "-" else read_config(path)
         except UnreadableConfig as exc:
             unreadable = True
             reports.append({"file": path, "readable": False, "error": str(exc), "findings": []})

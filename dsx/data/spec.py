@@ -86,8 +86,16 @@ def parse_data(text: str | None, dtype: str | None = None, seed: int | None = No
                             "save it with Dataset.save_to_disk), nor a token file")
         if dtype is not None:
             raise DataError(f"--data-dtype {dtype} is for a token file; a datasets dataset says its own dtype")
+        from dsx.safe_io import UnreadableFile, check_regular
+
+        for marker in DATASET_MARKERS:  # datasets reads them whole: a FIFO would hang it
+            try:
+                if os.path.lexists(path / marker):
+                    check_regular(path / marker, "a datasets metadata file")
+            except UnreadableFile as exc:
+                raise DataError(f"--data {exc}") from None
         return DataSpec(source="dataset", path=str(path.resolve()), seed=seed)
-    from dsx.lint.load import not_a_regular_file
+    from dsx.safe_io import not_a_regular_file
 
     if kind := not_a_regular_file(mode):
         raise DataError(f"--data {word}: is {kind}, not a token file")

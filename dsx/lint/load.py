@@ -8,19 +8,21 @@ never ends), a file over MAX_CONFIG_BYTES, nesting deeper than MAX_NESTING."""
 from __future__ import annotations
 
 import json
-import os
-import stat
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dsx.safe_io import MAX_NESTING, UnreadableFile, read_bounded
 from dsx.units import KIB, MIB
 
 MAX_CONFIG_BYTES = 16 * MIB
 """A DeepSpeed config is a few KiB; more is not a config, and reading it whole could exhaust memory."""
 MAX_HJSON_BYTES = 256 * KIB
 """hjson (the fallback for comments) parses at about 1 MiB/s: above this, junk would take seconds to refuse."""
-MAX_NESTING = 100
-"""DeepSpeed configs nest a few levels; deeper input would overflow the recursive parsers and the linter."""
+
+
+_COMMENT = re.compile(r"/\*.*?\*/|(?:#|//)[^\n]*", re.DOTALL)
+"""hjson's comments: /* block */, # line and // line."""
 
 
 class UnreadableConfig(Exception):
@@ -78,6 +80,8 @@ def parse_text(text: str, source: str) -> LoadedConfig:
     """Parse JSON, falling back to hjson as DeepSpeed's file loader does."""
     too_deep = UnreadableConfig(f"{source}: nested more than {MAX_NESTING} levels deep; a DeepSpeed config is a few "
                                 "levels deep")
+    if not text.strip():
+        raise UnreadableConfig(f"{source}: empty file" + (" (only whitespace)" if text else ""))
     is_hjson = False
     try:
         parsed = json.loads(text, object_pairs_hook=_collect)
@@ -97,6 +101,8 @@ def parse_text(text: str, source: str) -> LoadedConfig:
         except Exception:
             raise UnreadableConfig(f"{where}: not valid JSON (nor hjson): {json_error.msg}") from None
         is_hjson = True
+        if parsed == {} and not _COMMENT.sub("", text).strip():  # hjson reads a file of comments as {}
+            raise UnreadableConfig(f"{source}: empty file (only comments)")
     if not isinstance(parsed, dict):
         raise UnreadableConfig(f"{source}: the top level must be a JSON object, not {type(parsed).__name__}")
     if _too_deep(parsed):
@@ -106,47 +112,32 @@ def parse_text(text: str, source: str) -> LoadedConfig:
     return LoadedConfig(data=data, duplicate_keys=duplicates, is_hjson=is_hjson)
 
 
-def not_a_regular_file(mode: int) -> str | None:
-    """What a non-regular file is, in words ('a FIFO'); None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
-    return next((name for test, name in kinds.items() if test(mode)), "a special file")
-
-
 def _read_bytes(path: Path) -> bytes:
-    """At most MAX_CONFIG_BYTES of a regular file; anything else is refused before a byte is read."""
+    """At most MAX_CONFIG_BYTES of a regular file (dsx.safe_io.read_bounded, the reader of every file dsx reads)."""
     try:
-        kind = not_a_regular_file(os.stat(path).st_mode)
-    except FileNotFoundError:
-        raise UnreadableConfig(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UnreadableConfig(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if kind:
-        raise UnreadableConfig(f"{path}: is {kind}, not a config file")
-    try:
-        # O_NONBLOCK: if a FIFO replaced the file since stat, opening it must not wait for a writer.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise UnreadableConfig(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as file:
-        kind = not_a_regular_file(os.fstat(fd).st_mode)
-        if kind:
-            raise UnreadableConfig(f"{path}: is {kind}, not a config file")
-        data = file.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise UnreadableConfig(f"{path}: larger than {MAX_CONFIG_BYTES // MIB} MiB, the most dsx reads; a DeepSpeed "
-                               "config is a few KiB")
-    return data
+        return read_bounded(path, limit=MAX_CONFIG_BYTES, what="a config file", why="a DeepSpeed config is a few KiB")
+    except UnreadableFile as exc:
+        raise UnreadableConfig(str(exc)) from None
 
 
 def read_config(path: str | Path) -> LoadedConfig:
     """The one reader of config files for every command: bounded, and each failure an UnreadableConfig."""
     path = Path(path)
-    data = _read_bytes(path)
+    return _parse_bytes(_read_bytes(path), str(path))
+
+
+def read_config_stream(stream, source: str = "<stdin>") -> LoadedConfig:
+    """A config piped in (`dsx validate -`), bounded as a file is: at most MAX_CONFIG_BYTES are read."""
+    data = stream.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UnreadableConfig(f"{source}: larger than {MAX_CONFIG_BYTES // MIB} MiB, the most dsx reads; a DeepSpeed "
+                               "config is a few KiB")
+    return _parse_bytes(data, source)
+
+
+def _parse_bytes(data: bytes, source: str) -> LoadedConfig:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UnreadableConfig(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse_text(text, str(path))
+        raise UnreadableConfig(f"{source}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse_text(text, source)

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from dsx.results import SCHEMA_VERSION, RunRow, read_rows
+from dsx.safe_io import UnreadableFile
 
 
 class ReportError(Exception):
@@ -46,7 +47,10 @@ def load(paths: list[str]) -> Loaded:
             raise ReportError(f"{path}: is a directory, not a results file", 2)
         if not os.access(p, os.R_OK):
             raise ReportError(f"{path}: cannot be read (permission denied)", 2)
-        raw = read_rows(p)
+        try:
+            raw = read_rows(p)  # bounded: a FIFO, a device, an oversize or too deep file is refused
+        except UnreadableFile as exc:
+            raise ReportError(str(exc), 2) from None
         skipped = len(raw.skipped)
         if raw.skipped:
             shown = "; ".join(f"line {n}: {why}" for n, why in raw.skipped[:3])

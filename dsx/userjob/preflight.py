@@ -26,6 +26,25 @@ def script_and_args(command: list[str]) -> tuple[str, list[str]]:
     return Path(rank_command[0]).name, rank_command[1:]
 
 
+def check_script(command: list[str], *, local: bool = True) -> None:
+    """RunRefused when `python SCRIPT.py` names no file here: found before the launch spends seconds starting ranks
+    and records an error row. A multi-node launch (local=False) may run a script only its nodes have: not checked."""
+    from dsx.launcher import LaunchError, user_rank_command
+    from dsx.run.refused import RunRefused
+
+    try:
+        rank_command, runner_flags = user_rank_command(command)
+    except LaunchError:
+        return  # build_launch says why
+    if not local or runner_flags or not rank_command:  # a module (-m) or a program on PATH: the runner finds it
+        return
+    script = Path(rank_command[0])
+    if not script.exists():
+        raise RunRefused(f"{script}: no such file (the script after --)")
+    if not script.is_file():
+        raise RunRefused(f"{script}: is not a file (the script after --)")
+
+
 ACCELERATE_CONFIG_ARG = "accelerate"
 """--config-arg's word for an accelerate script: the config goes into the environment `accelerate launch` gives it."""
 
