@@ -100,7 +100,6 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
     work = None  # a temporary folder for the .deepspeed_env of a multi-node launch, removed whatever happens
     try:
         try:
-            preflight.check_script(command, local=node_request.hostfile is None)
             try:
                 check_appendable(results)  # a FIFO would block the row's write after the whole job
             except UnreadableFile as exc:
@@ -156,6 +155,10 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
             if placement.layout is not None:
                 click.echo("\n" + placement.layout.describe())
             return
+        try:  # after every other refusal; before the runner spends seconds failing and a row records it
+            preflight.check_script(command, local=node_request.hostfile is None)
+        except RunRefused as exc:
+            raise click.UsageError(str(exc)) from None
         for path, text in plan.files.items():
             with open(path, "w") as f:
                 f.write(text)
