@@ -280,8 +280,8 @@ def test_the_report_has_a_communication_table_only_for_rows_that_counted():
                         "calls_per_step": 1.0}},
                     "predicted": {"bytes_per_step": 3072.0, "paper_bytes_per_step": 2048.0}}}
     table = comm_table([row, {**row, "comm": None}])
-    assert table.rows == [["2 x CPU", "gpt2-tiny", "z2 bf16", "4 x 1", "1", "0.18.9", "3.0 KiB", "3.0 KiB", "6.00", "3.0 KiB",
-                           "1.000", "2.0 KiB", "AG×1 AR×3", "-", "-"]]
+    assert table.rows == [["2 x CPU", "gpt2-tiny", "z2 bf16", "4 x 1", "1", "0.18.9", "3.0 KiB", "3.0 KiB", "6.00",
+                           "3.0 KiB", "1.000", "2.0 KiB", "AG×1 AR×3", "-", "-"]]
     assert comm_table([{**row, "comm": None}]) is None
 
 

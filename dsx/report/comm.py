@@ -7,8 +7,8 @@ from dsx.report.facts import gpu_label, label, model_text
 from dsx.report.tables import Table
 from dsx.units import format_bytes
 
-COMM_COLUMNS = ["GPU", "model", "configuration", "mb", "nodes", "DeepSpeed", "bytes/step", "max rank", "B/param", "predicted",
-                "÷ pred.", "ZeRO paper", "calls/step", "1-bit warm-up", "1-bit compressed"]
+COMM_COLUMNS = ["GPU", "model", "configuration", "mb", "nodes", "DeepSpeed", "bytes/step", "max rank", "B/param",
+                "predicted", "÷ pred.", "ZeRO paper", "calls/step", "1-bit warm-up", "1-bit compressed"]
 SHORT = {"all_reduce": "AR", "all_gather_into_tensor": "AG", "all_gather": "AG", "reduce_scatter_tensor": "RS",
          "reduce_scatter": "RS", "all_to_all_single": "A2A", "all_to_all": "A2A", "broadcast": "BC"}
 """The calls column's names for DeepSpeed's log names (others as they are)."""

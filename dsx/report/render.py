@@ -43,9 +43,9 @@ def to_rich(table: Table, width: int | None = None):
     """(a rich Table, notes to print under it with the legend).
 
     Columns that are '-' on every line are dropped. When the table is wider than `width`, columns with one value
-    on every line go next (a note says what that value is; MIN_SHOWN columns stay), then those of RICH_DROP_ORDER, one at a time, until it
-    fits: a terminal has no room to spare, and a cut or wrapped cell is worse than a missing column
-    (`--format markdown` keeps every column)."""
+    on every line go next (a note says what that value is; MIN_SHOWN columns stay), then those of RICH_DROP_ORDER,
+    one at a time, until it fits: a terminal has no room to spare, and a cut or wrapped cell is worse than a
+    missing column (`--format markdown` keeps every column)."""
     from rich import box
     from rich.table import Table as RichTable
     from rich.text import Text
