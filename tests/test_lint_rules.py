@@ -1,5 +1,6 @@
 """One behaviour of `dsx validate` per test: a small config in, the exact finding out."""
 
+import pytest
 
 from dsx.lint.engine import lint
 from dsx.versions import Version
@@ -412,6 +413,15 @@ def test_autotuning_exit_step_follows_end_profile_step():
 def test_autotuning_model_info_profile_stops_after_the_first_forward():
     f = one(config(autotuning={"enabled": True, "model_info": {"profile": True}}))
     assert "call exit() at the end of the first forward pass" in f.message
+
+
+@pytest.mark.parametrize("stages, shown", [([0, 1, 2, 3], "[0, 1, 2, 3]"), ("all", '"all"')])
+def test_a_list_of_stages_is_named_as_the_autotuners_search_space(stages, shown):
+    findings = run(config(zero_optimization={"stage": stages}))
+    assert [(f.path, f.severity, f.message) for f in findings] == [(
+        "zero_optimization.stage", "error",
+        f"stage {shown} is DeepSpeed's autotuner's search space (`deepspeed --autotuning tune` tries each stage); "
+        "deepspeed.initialize refuses it: a training config takes one of the integers 0, 1, 2, 3")]
 
 
 def test_autotuning_disabled_is_clean():

@@ -29,6 +29,12 @@ def _stage_int_only(value: Any) -> Any:
             shown = json.dumps(value)
         except TypeError:
             shown = repr(value)
+        if value == "all" or (isinstance(value, list) and value and all(v in (0, 1, 2, 3) for v in value)):
+            # what DeepSpeed's autotuner reads as its search space (autotuner.py: "all" or a list); the engine
+            # refuses it at deepspeed.initialize
+            raise ValueError(f"stage {shown} is DeepSpeed's autotuner's search space (`deepspeed --autotuning "
+                             "tune` tries each stage); deepspeed.initialize refuses it: a training config takes "
+                             "one of the integers 0, 1, 2, 3")
         raise ValueError(f"stage must be one of the integers 0, 1, 2, 3, not {shown}")
     return value
 
