@@ -343,7 +343,10 @@ for p in "$@"; do
         pin_probe
       fi
       # the answer for this host (psutil's RAM), for h100-80gb cards (the calibrated kind; an H200 has more)
-      estimate=(python3 -m dsx estimate --model llama-8b --largest --gpus 4 --gpu-kind h100-80gb --json)
+      # LARGEST_CAP (e.g. 70GiB): plan for less than the card, a step down from the rung whose first try (2026-11-27,
+      # 34B at 72.8 of 79.2 GiB predicted) flushed the allocator's cache every step at the memory limit
+      estimate=(python3 -m dsx estimate --model llama-8b --largest --gpus 4 --gpu-kind h100-80gb --json
+                ${LARGEST_CAP:+--memory-cap "$LARGEST_CAP"})
       echo "+ ${estimate[*]}" >>"$log"
       if timeout 180 "${estimate[@]}" >"$rows/$p.json" 2>>"$log"; then
         cat "$rows/$p.json" >>"$log"
