@@ -297,6 +297,8 @@ def test_a_size_that_is_not_one_is_refused():
     (["--vary", "n_layer=1", "--vary", "n_layer=2"], "--vary n_layer is given twice; list all its values in one --vary"),
     (["--one-at-a-time"], "--one-at-a-time needs at least one --vary KEY=V1,V2"),
     (["--zero", "0", "--offload", "cpu"], "no configuration can run: z0 off=cpu bf16: optimizer offload needs ZeRO 1-3"),
+    (["--max-global-batch", "8", "--grad-accum", "2"],
+     "--max-global-batch 8 derives each trial's grad-accum from its micro-batch: drop --grad-accum 2"),
     (["--seq-len", "4096"], "seq_len 4096 is longer than gpt2-tiny's n_positions=128: pass a shorter --seq-len, "
                             "or --set n_positions=4096 (adds learned position embeddings, so the parameter count "
                             "changes)"),
@@ -542,3 +544,44 @@ def test_each_trial_says_whether_it_ended_its_configurations_search(tmp_path, mo
     assert [(t.configuration.label, t.micro_batch, t.last) for t in outcome.trials] == [
         ("z1 bf16", 1, False), ("z1 bf16", 2, True), ("z2 bf16", 1, False), ("z2 bf16", 2, False),
         ("z2 bf16", 4, True)]
+
+
+def _fake_trials(tmp_path, monkeypatch, fits_up_to: int) -> list[tuple[int, int, int]]:
+    """Run sweeps without launching: every trial up to `fits_up_to` fits, larger ones OOM; returns the list the
+    fake launcher fills with each trial's (micro-batch, grad-accum, train_batch_size) from its DeepSpeed config."""
+    seen: list[tuple[int, int, int]] = []
+
+    def execute(prepared, on_start=None):
+        config = prepared.trial.ds_config
+        seen.append((config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"],
+                     config["train_batch_size"]))
+        status = "ok" if seen[-1][0] <= fits_up_to else "oom"
+        return types.SimpleNamespace(model_dump=lambda mode: {
+            "overhead": {}, "figures": {"tokens_per_s": float(seen[-1][2])}, "run_id": "r", "status": status})
+    monkeypatch.setattr("dsx.run.prepare", lambda request, trial: types.SimpleNamespace(run_dir=tmp_path / "x",
+                                                                                          trial=trial))
+    monkeypatch.setattr("dsx.run.execute", execute)
+    return seen
+
+
+def test_max_global_batch_derives_each_trials_grad_accum_and_caps_the_micro_batch(tmp_path, monkeypatch):
+    """As the autotuner's max_train_batch_size: micro-batch x grad-accum stays within the cap (10 sequences:
+    mb 1 x 10, 2 x 5, 4 x 2, 8 x 1), and the auto search never tries a micro-batch above it."""
+    seen = _fake_trials(tmp_path, monkeypatch, fits_up_to=1024)
+    sweep(SweepSpec(model="gpt2-tiny", zero=[1], offload=["none"], prune=False, mb_max=64, max_global_batch=10,
+                    results=str(tmp_path / "r.jsonl")))
+    assert seen == [(1, 10, 10), (2, 5, 10), (4, 2, 8), (8, 1, 8), (10, 1, 10)]
+
+
+def test_max_global_batch_drops_the_fixed_micro_batches_above_it(tmp_path, monkeypatch):
+    seen = _fake_trials(tmp_path, monkeypatch, fits_up_to=1024)
+    outcome = sweep(SweepSpec(model="gpt2-tiny", zero=[1], offload=["none"], prune=False, micro_batch=[2, 4, 16],
+                              max_global_batch=8, results=str(tmp_path / "r.jsonl")))
+    assert seen == [(2, 4, 8), (4, 2, 8)]
+    assert outcome.results[0].pruned == [16]
+
+
+def test_max_global_batch_belongs_to_the_sweep_id():
+    base = dict(model="gpt2-tiny", zero=[1], offload=["none"])
+    assert SweepSpec(**base).sweep_id() != SweepSpec(**base, max_global_batch=8).sweep_id()
+    assert SweepSpec(**base, max_global_batch=8).sweep_id() == SweepSpec(**base, max_global_batch=8).sweep_id()

@@ -59,6 +59,10 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @click.option("--grad-accum", default="1", show_default=True, metavar="LIST",
               help="Gradient accumulation steps; several (e.g. 1,4,16) are an axis: with --pipeline-stages, the "
                    "pipeline's micro-batches per step.")
+@click.option("--max-global-batch", type=click.IntRange(min=1), metavar="N",
+              help="Sequences per optimizer step over all replicas that no trial exceeds (train_batch_size; the "
+                   "autotuner's max_train_batch_size): each trial accumulates N // (micro-batch x replicas) "
+                   "micro-batches, and micro-batches above N / replicas are not tried.")
 @click.option("--pipeline-stages", "pipeline_stages", metavar="LIST",
               help="Pipeline stages axis, e.g. 1,2 or none,2 (none: no pipeline; as dsx run --pipeline-stages).")
 @click.option("--pipeline-partition", metavar="parameters|uniform|type:REGEX",
@@ -108,7 +112,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @python_option
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
-            pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
+            max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
             sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results,
             retry_failed, no_prune, top, keep_within,
             gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, **nodes):
@@ -182,7 +186,11 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
+        max_global_batch=max_global_batch,
     )
+    if max_global_batch is not None and ctx.get_parameter_source("grad_accum") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError(f"--max-global-batch {max_global_batch} derives each trial's grad-accum from its "
+                               f"micro-batch: drop --grad-accum {grad_accum}")
     if python:  # a bad interpreter is refused before the sweep announces anything
         from dsx.run.refused import RunRefused
         from dsx.run.request import resolve_lane
@@ -209,6 +217,8 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
     where = f"{visible} GPU(s)" if device == "cuda" else "CPU ranks (no GPU)"
     mb_text = (f"auto ({spec.mb_start}..{spec.mb_max}, x2 then bisect)" if micro_batches == AUTO
                else ",".join(map(str, micro_batches)))
+    if max_global_batch is not None:
+        mb_text += f", grad-accum up to a global batch of {max_global_batch}"
     click.echo(f"dsx sweep {spec.sweep_id()}: {spec.model} on {where}, {len(configurations)} configuration(s), "
                f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
     if search_note:
@@ -264,9 +274,11 @@ def _default_search(spec, ctx) -> str | None:
         return ("no axis given, but the default search needs dsx estimate (a calibrated GPU, or --gpu-kind, and no "
                 "--no-prune): running the grid --zero 1,2,3 instead")
     spec.search, spec.grad_accum_choices = "default", GRAD_ACCUM_CHOICES
+    grad_accum = (f"grad-accum up to the global batch of {spec.max_global_batch}" if spec.max_global_batch
+                  else f"the grad-accum ({'/'.join(map(str, GRAD_ACCUM_CHOICES))})")
     return (f"no axis given: the default search (dsx estimate on {gpu}: ZeRO 1-3 x offload none/partial/full x "
-            f"checkpointing x compile at the grad-accum ({'/'.join(map(str, GRAD_ACCUM_CHOICES))}) and micro-batch it "
-            "predicts fastest; the model, precision, optimizer and --set/--ds-set as given)")
+            f"checkpointing x compile at {grad_accum} and the micro-batch it predicts fastest; the model, precision, "
+            "optimizer and --set/--ds-set as given)")
 
 
 def _refuse_prune_options(spec, ctx) -> None:

@@ -172,6 +172,12 @@ class SweepSpec:
     """--data of every trial (dsx.data: None is the learnable synthetic source)."""
     data_dtype: str | None = None
     data_seed: int | None = None
+    max_global_batch: int | None = None
+    """--max-global-batch: sequences per optimizer step over all replicas that no trial exceeds (DeepSpeed's
+    train_batch_size; the autotuner's max_train_batch_size): each trial's grad-accum is derived from its
+    micro-batch (dsx.sweep.trials.global_batch_grad_accum). None: --grad-accum as given."""
+    replicas_seen: dict = field(default_factory=dict, repr=False, compare=False)
+    """Cache of dsx.sweep.trials.trial_replicas: configuration -> data-parallel replicas."""
 
     def sweep_id(self) -> str:
         """Hash of what decides the trials; the same command gives the same id (results path, timeout excluded)."""
@@ -188,6 +194,8 @@ class SweepSpec:
             nodes.update(offload_ratio=self.offload_ratio)
         if self.bucket_size != [None]:  # and of sweeps without a bucket axis
             nodes.update(bucket_size=self.bucket_size)
+        if self.max_global_batch is not None:  # and of sweeps without a global-batch cap
+            nodes.update(max_global_batch=self.max_global_batch)
         if self.search != "grid":  # and of grid sweeps
             nodes.update(search=self.search, grad_accum_choices=self.grad_accum_choices)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python

@@ -17,7 +17,7 @@ from dsx.sweep.lock import SweepLock, reap_orphans
 from dsx.sweep.planning import PREDICTED_STEP, Plan, plan, preflight, visible_gpu_kind
 from dsx.sweep.search import Probe, SearchResult, fixed_micro_batches, search_goes_on, search_micro_batch
 from dsx.sweep.space import sweep_configurations
-from dsx.sweep.trials import done_rows, run_request
+from dsx.sweep.trials import done_rows, micro_batch_ceiling, run_request, trial_replicas
 
 
 @dataclass
@@ -150,15 +150,19 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
             on_configuration and on_configuration(index, configuration)
             problem = configuration.problem(spec.nvme_path) or refused.get(configuration) or \
                 plans[configuration].skip
+            ceiling = micro_batch_ceiling(spec, configuration)
+            if not problem and ceiling < 1:
+                problem = (f"--max-global-batch {spec.max_global_batch} is below one sequence per replica "
+                           f"({trial_replicas(spec, configuration)} replicas)")
             if problem:
                 result.skipped = problem
                 continue
             if spec.micro_batch == AUTO:
-                run = functools.partial(search_micro_batch, start=plans[configuration].start, maximum=spec.mb_max,
+                run = functools.partial(search_micro_batch, start=plans[configuration].start, maximum=ceiling,
                                         tolerance=spec.mb_tolerance, flat=spec.mb_flat,
                                         step=PREDICTED_STEP if plans[configuration].predicted_max is not None else 2.0)
             else:
-                skipped = set(plans[configuration].skip_micro_batches)
+                skipped = set(plans[configuration].skip_micro_batches) | {mb for mb in spec.micro_batch if mb > ceiling}
                 run = functools.partial(fixed_micro_batches,
                                         values=[mb for mb in spec.micro_batch if mb not in skipped])
                 result.pruned = sorted(skipped)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
 from dsx.sweep.space import sweep_configurations
-from dsx.sweep.trials import run_request
+from dsx.sweep.trials import global_batch_grad_accum, micro_batch_ceiling, run_request
 from dsx.units import fmt_gib
 
 
@@ -110,7 +110,9 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             plans.append(Plan(configuration, spec.mb_start))
             continue
 
-        def setup(micro_batch: int, grad_accum: int = trial.grad_accum) -> Setup:
+        def setup(micro_batch: int, grad_accum: int | None = None, trial=trial, configuration=configuration) -> Setup:
+            if grad_accum is None:  # --max-global-batch derives it from the micro-batch
+                grad_accum = global_batch_grad_accum(spec, configuration, micro_batch) or trial.grad_accum
             return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
                          micro_batch=micro_batch, grad_accum=grad_accum, attn=spec.attn,
                          act_ckpt=configuration.act_ckpt, gpu=kind, memory_limit=spec.memory_cap,
@@ -119,7 +121,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                          compile=configuration.compile, host_memory=host, nvme_free=nvme,
                          ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
         try:
-            if spec.grad_accum_choices and configuration.grad_accum is None:
+            if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
                 grad_accum = _grad_accum(spec, setup, first)
                 configuration = replace(configuration, grad_accum=grad_accum)
                 setup = functools.partial(setup, grad_accum=grad_accum)
@@ -145,7 +147,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             else:
                 item.tokens_per_s = max(estimate(setup(mb), search_max=False).tokens_per_s for mb in runnable)
         else:
-            item.start = max(spec.mb_start, min(spec.mb_max, predicted.max_micro_batch))
+            item.start = max(spec.mb_start, min(micro_batch_ceiling(spec, configuration), predicted.max_micro_batch))
             item.tokens_per_s = estimate(setup(item.start), search_max=False).tokens_per_s
         plans.append(item)
     if spec.search == "default":

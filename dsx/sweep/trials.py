@@ -26,8 +26,15 @@ def done_rows(results: Path, retry_failed: bool) -> dict[str, dict]:
     return done
 
 
-def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int, search: str):
+def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int, search: str,
+                grad_accum: int | None = None):
+    """The dsx.run request of one trial. Its grad-accum: `grad_accum` when given, else the one --max-global-batch
+    derives from the micro-batch, else the configuration's (or the spec's one value)."""
     from dsx.run import RunRequest
+
+    if grad_accum is None:
+        grad_accum = global_batch_grad_accum(spec, configuration, micro_batch) or configuration.grad_accum or \
+            spec.grad_accum
 
     overrides = dict(spec.overrides)
     seq_len, vocab_pad = spec.seq_len, spec.vocab_pad
@@ -41,7 +48,7 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
     flags = config_flags(dict(zero=configuration.zero, offload=configuration.offload,
                               offload_params=configuration.offload_params, nvme_path=spec.nvme_path,
                               precision=configuration.precision, micro_batch=micro_batch,
-                              grad_accum=configuration.grad_accum or spec.grad_accum, optimizer=spec.optimizer,
+                              grad_accum=grad_accum, optimizer=spec.optimizer,
                               lr=spec.lr))
     request = RunRequest(
         model=spec.model, overrides=overrides, seq_len=seq_len, vocab_pad=vocab_pad, config_flags=flags,
@@ -59,6 +66,37 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
     )
     request.command = run_command(request)
     return request
+
+
+def trial_replicas(spec: SweepSpec, configuration: Configuration) -> int:
+    """Data-parallel replicas of the configuration's trials (ranks over pipeline stages), from the trial dsx.run
+    resolves at micro-batch 1; 1 when dsx refuses it (preflight says why)."""
+    if configuration not in spec.replicas_seen:
+        from dsx.run import RunRefused, resolve_trial
+
+        try:
+            trial = resolve_trial(run_request(spec, configuration, 1, "fixed", grad_accum=1))
+            stages = trial.pipeline.stages if trial.pipeline else 1
+            spec.replicas_seen[configuration] = max(1, trial.world_size // stages)
+        except RunRefused:
+            spec.replicas_seen[configuration] = 1
+    return spec.replicas_seen[configuration]
+
+
+def micro_batch_ceiling(spec: SweepSpec, configuration: Configuration) -> int:
+    """The largest micro-batch the configuration's search may try: --mb-max, and under --max-global-batch one
+    replica's share of it (0 when the cap is below one sequence per replica)."""
+    if spec.max_global_batch is None:
+        return spec.mb_max
+    return min(spec.mb_max, spec.max_global_batch // trial_replicas(spec, configuration))
+
+
+def global_batch_grad_accum(spec: SweepSpec, configuration: Configuration, micro_batch: int) -> int | None:
+    """Under --max-global-batch N: the most micro-batches per step that keep micro-batch x grad-accum x replicas
+    within N (at least 1), as the autotuner derives it from max_train_batch_size; None without the cap."""
+    if spec.max_global_batch is None:
+        return None
+    return max(1, spec.max_global_batch // (micro_batch * trial_replicas(spec, configuration)))
 
 
 def axis_sets(configuration: Configuration) -> tuple[str, ...]:

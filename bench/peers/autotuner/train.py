@@ -34,7 +34,8 @@ class RaceArguments:
     seq_len: int = 1024
     data: str = field(default="synthetic", metadata={"help": "synthetic, random, or a token file / datasets folder"})
     data_dtype: str | None = None
-    data_seed: int | None = None
+    token_seed: int | None = field(default=None, metadata={"help": "seed of the synthetic source (dsx --data-seed; "
+                                                                  "TrainingArguments owns --data_seed)"})
     skip_steps: int = field(default=3, metadata={"help": "steps left out of the timing (compile, warm-up)"})
 
 
@@ -61,7 +62,7 @@ def main() -> None:
     resolved = resolve_model(race.model, seq_len=race.seq_len)
     torch.manual_seed(args.seed)
     model = AutoModelForCausalLM.from_config(resolved.hf_config)
-    spec = parse_data(race.data, race.data_dtype, race.data_seed)
+    spec = parse_data(race.data, race.data_dtype, race.token_seed)
     world = max(args.world_size, 1)
     per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
     samples = per_step * max(args.max_steps, 1)
