@@ -20,6 +20,7 @@ def autotune_config(max_train_batch_size: int, stages: list[int], precision: str
         precision: {"enabled": "auto"},
         "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
                                                   "weight_decay": "auto"}},
+        "gradient_clipping": "auto",  # the Trainer's max_grad_norm (1.0), as dsx clips
         "zero_optimization": {"stage": stages},
         "autotuning": {
             "enabled": True,

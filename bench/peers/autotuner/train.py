@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 from transformers import (AutoModelForCausalLM, HfArgumentParser, Trainer, TrainerCallback, TrainingArguments)
+from transformers.integrations import is_deepspeed_zero3_enabled
 
 from dsx.data.batches import window_dataset
 from dsx.data.spec import parse_data
@@ -61,7 +62,11 @@ def main() -> None:
     race, args = HfArgumentParser((RaceArguments, TrainingArguments)).parse_args_into_dataclasses()
     resolved = resolve_model(race.model, seq_len=race.seq_len)
     torch.manual_seed(args.seed)
-    model = AutoModelForCausalLM.from_config(resolved.hf_config)
+    if torch.cuda.is_available() and not is_deepspeed_zero3_enabled():
+        with torch.device(args.device):  # built where it trains: a 1.5B model's init on the host takes ~20 s
+            model = AutoModelForCausalLM.from_config(resolved.hf_config)
+    else:  # ZeRO-3: transformers builds it under deepspeed.zero.Init, partitioned as it is made
+        model = AutoModelForCausalLM.from_config(resolved.hf_config)
     spec = parse_data(race.data, race.data_dtype, race.token_seed)
     world = max(args.world_size, 1)
     per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
@@ -76,7 +81,7 @@ def main() -> None:
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
         Path(args.output_dir).mkdir(parents=True, exist_ok=True)
         Path(args.output_dir, "ran.json").write_text(json.dumps({
-            "model": race.model, "seq_len": race.seq_len, "data": spec.label(), "world_size": world,
+            "model": race.model, "seq_len": race.seq_len, "data": spec.label, "world_size": world,
             "micro_batch": args.per_device_train_batch_size, "grad_accum": args.gradient_accumulation_steps,
             "step_time_s": clock.times, "timed_steps": len(timed), "step_time_median_s": median,
             "tokens_per_s": per_step * race.seq_len / median if median else None, "losses": losses,
