@@ -82,3 +82,21 @@ def test_the_clients_readme_table_holds_each_launch_rows_own_figures():
                              str(row["launch"]["exit_code"])]
     speedup = rows[1]["launch"]["trainer"]["tokens_per_s"] / rows[0]["launch"]["trainer"]["tokens_per_s"]
     assert f"trains **{speedup:.1f}x faster**" in (ROOT / "bench/clients/README.md").read_text()
+
+
+def test_the_autotuner_race_readme_and_summary_hold_what_summarize_computes_from_the_committed_race():
+    """bench/peers/autotuner: summary.json is summarize.py's reading of the committed race folder, and the README's
+    table quotes its wall times and re-measured tokens/s."""
+    import json
+
+    folder = ROOT / "bench/peers/autotuner/gpt2-xl"
+    spec = importlib.util.spec_from_file_location("race_summary", ROOT / "bench/peers/autotuner/summarize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    computed = json.loads(json.dumps(module.summarize(folder)))
+    assert computed == json.loads((folder / "summary.json").read_text())
+    readme = (ROOT / "bench/peers/autotuner/README.md").read_text()
+    for tool in ("autotuner", "dsx_restricted", "dsx"):
+        assert f"{computed[tool]['tokens_per_s']:,}" in readme
+        assert f"{round(computed[tool]['wall_s']):,} s" in readme
+    assert computed["dsx"]["answer"]["label"] == "z1 bf16 compile"

@@ -29,22 +29,28 @@ timed() {  # timed NAME LIMIT COMMAND...: run it, append {"part", "wall_s", "exi
     "$name" "$t0" "$(date +%s.%N)" "$rc" >>walls.jsonl
 }
 
+[ -f race.log ] && mv race.log "race.$(date +%s).log"  # a resumed race keeps the earlier command's log
 start_log "$work/race.log"
 echo "race: $model seq $seq, global batch cap $cap, $precision" >>"$log"
 command -v nvidia-smi >/dev/null && build_ops FusedAdamBuilder  # both tools' optimizer: built before either runs
 
-if [ ! -f autotuning_results/ds_config_optimal.json ]; then
+autotune() {
+  [ -f autotuning_results/ds_config_optimal.json ] && return
   python3 "$here/autotune_config.py" --max-train-batch-size "$cap" --precision "${precision/fp32/bf16}" >ds_autotune.json
   log=$work/autotune.log
   timed autotuner 3000 deepspeed --autotuning tune --num_gpus 1 "$here/train.py" --deepspeed ds_autotune.json \
     "${trainer[@]}" --output_dir at_trials --max_steps 20 --per_device_train_batch_size 1 --gradient_accumulation_steps 1
-fi
-log=$work/sweep.log
-[ -f sweep_restricted.done ] || { timed dsx_restricted 3000 dsx sweep --model "$model" --seq-len "$seq" \
-  --max-global-batch "$cap" --precision "$precision" --zero 0,1,2,3 --offload none --act-ckpt off --compile off \
-  --micro-batch auto --results sweep_restricted.jsonl && touch sweep_restricted.done; }
-[ -f sweep.done ] || { timed dsx 3000 dsx sweep --model "$model" --seq-len "$seq" --max-global-batch "$cap" \
-  --precision "$precision" --results sweep.jsonl && touch sweep.done; }
+}
+sweeps() {
+  log=$work/sweep.log
+  [ -f sweep_restricted.done ] || { timed dsx_restricted 3000 dsx sweep --model "$model" --seq-len "$seq" \
+    --max-global-batch "$cap" --precision "$precision" --zero 0,1,2,3 --offload none --act-ckpt off --compile off \
+    --micro-batch auto --results sweep_restricted.jsonl && touch sweep_restricted.done; }
+  [ -f sweep.done ] || { timed dsx 3000 dsx sweep --model "$model" --seq-len "$seq" --max-global-batch "$cap" \
+    --precision "$precision" --results sweep.jsonl && touch sweep.done; }
+}
+# DSX_FIRST=1: dsx's two sweeps before the autotuner (a race that may not finish keeps dsx's answers)
+if [ -n "${DSX_FIRST:-}" ]; then sweeps; autotune; else autotune; sweeps; fi
 
 log=$work/remeasure.log
 winners=()

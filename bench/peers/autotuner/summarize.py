@@ -34,18 +34,17 @@ def walls(work: Path) -> dict[str, dict]:
 
 
 def autotuner_trials(work: Path) -> list[dict]:
-    """Every experiment the autotuner ran (its model-info profile run first), in launch order."""
+    """Every experiment folder the autotuner left (by name; a repeated experiment keeps its last run's)."""
     trials = []
-    for exp in sorted((work / "autotuning_results").glob("*/exp.json"), key=lambda p: p.stat().st_mtime):
+    for exp in sorted((work / "autotuning_results").glob("*/exp.json")):
         folder = exp.parent
         stderr = (folder / "stderr.log").read_text(errors="replace") if (folder / "stderr.log").exists() else ""
-        ended = max((p.stat().st_mtime for p in folder.glob("std*.log")), default=exp.stat().st_mtime)
         metrics = folder / "metrics.json"
         errors = [line.strip() for line in stderr.splitlines() if "Error" in line or "error:" in line]
         answered = metrics.exists() or (folder / "model_info.json").exists()  # a trial's, the profile run's answer
         status = "ok" if answered else ("oom" if OOM.search(stderr) else "failed")
         config = json.loads(exp.read_text()).get("ds_config", {})
-        trials.append({"name": folder.name, "status": status, "seconds": round(ended - exp.stat().st_mtime, 1),
+        trials.append({"name": folder.name, "status": status,
                        "micro_batch": config.get("train_micro_batch_size_per_gpu"),
                        "grad_accum": config.get("gradient_accumulation_steps"),
                        "stage": (config.get("zero_optimization") or {}).get("stage"),
