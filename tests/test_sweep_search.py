@@ -126,8 +126,9 @@ def test_the_default_search_keeps_what_is_trained_as_the_user_gave_it():
 def test_without_an_axis_and_with_a_calibrated_gpu_kind_the_default_search_runs(tmp_path):
     lines = dry_run(tmp_path, "--model", "gpt2-tiny", *H100)
     assert lines[1] == ("no axis given: the default search (dsx estimate on h100-80gb: ZeRO 1-3 x offload "
-                        "none/partial/full x checkpointing x compile at the grad-accum (1/2/4/8/16) and the micro-batch "
-                        "it predicts fastest; the model, precision, optimizer and --set/--ds-set as given)")
+                        "none/partial/full x checkpointing x compile at the grad-accum (1/2/4/8/16) and the "
+                        "micro-batch it predicts fastest; the model, precision, optimizer and --set/--ds-set as "
+                        "given)")
     assert len(planned(lines)) == 24  # gpt2-tiny is one sub-group: no partial ratio
     assert running(lines) == ["z1 bf16 compile ga16"]
     assert ("  2. z2 bf16 compile ga16  (skipped: predicted the same as z1 bf16 compile ga16 (same largest micro-batch "

@@ -112,8 +112,8 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @python_option
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
-            max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32, sparse_attention,
-            sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results,
+            max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
+            sparse_attention, sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results,
             retry_failed, no_prune, top, keep_within,
             gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
@@ -188,7 +188,8 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch,
     )
-    if max_global_batch is not None and ctx.get_parameter_source("grad_accum") is not click.core.ParameterSource.DEFAULT:
+    grad_accum_given = ctx.get_parameter_source("grad_accum") is not click.core.ParameterSource.DEFAULT
+    if max_global_batch is not None and grad_accum_given:
         raise click.UsageError(f"--max-global-batch {max_global_batch} derives each trial's grad-accum from its "
                                f"micro-batch: drop --grad-accum {grad_accum}")
     if python:  # a bad interpreter is refused before the sweep announces anything
