@@ -46,7 +46,7 @@ def from_autotuner(path: Path) -> tuple[dict, list[str]]:
     return trainer_ready(config), batch_flags(config)
 
 
-def from_dsx(results: Path) -> tuple[dict, list[str]]:
+def best_dsx_row(results: Path) -> dict:
     """The fastest ok row of the file's last sweep, as `dsx report --best` picks it (a configuration `dsx sweep
     --check` found to differ is left out)."""
     from dsx.report.best import pick_best
@@ -58,7 +58,11 @@ def from_dsx(results: Path) -> tuple[dict, list[str]]:
                r["parity"]["verdict"].get("verdict") == "differs"}
     sweep = [r for r in rows if (r.get("sweep") or {}).get("sweep_id") == sweep_id and
              r["sweep"]["label"] not in differs]
-    row = pick_best(sweep).row
+    return pick_best(sweep).row
+
+
+def from_dsx(results: Path) -> tuple[dict, list[str]]:
+    row = best_dsx_row(results)
     if (row.get("model") or {}).get("vocab_pad"):
         sys.exit(f"{results}: the best row pads the vocabulary; train.py builds the preset as it is")
     flags = batch_flags(row["ds_config"])

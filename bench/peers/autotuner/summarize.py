@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[3])]
-from harness_config import from_dsx  # noqa: E402 (this folder's)
+from harness_config import best_dsx_row  # noqa: E402 (this folder's)
 
 TOOLS = ("autotuner", "dsx_restricted", "dsx")
 OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
@@ -63,28 +63,26 @@ def autotuner_answer(work: Path) -> dict | None:
 
 
 def sweep_summary(results: Path) -> dict:
-    """The sweep's trials and its best row (as harness_config.from_dsx picks it)."""
+    """The sweep's trials and its best row (the one harness_config.from_dsx re-measures)."""
     from dsx.report.load import ReportError
+    from dsx.results import read_rows
 
-    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    trials = [r for r in rows if r.get("sweep")]
-    statuses = [r["status"] for r in trials]
-    summary = {"trials": len(trials), "ooms": statuses.count("oom"),
+    rows = read_rows(results)
+    statuses = [r["status"] for r in rows if r.get("sweep")]
+    summary = {"trials": len(statuses), "ooms": statuses.count("oom"),
                "failures": len([s for s in statuses if s not in ("ok", "oom")]),
                "trial_gpu_s": round(sum((r.get("overhead") or {}).get("device_seconds") or 0.0 for r in rows), 1)}
     try:
-        config, flags = from_dsx(results)
+        best = best_dsx_row(results)
     except (StopIteration, ReportError) as exc:  # no sweep row, no ok row: the tool found nothing
         summary["answer"] = None
         summary["answer_error"] = str(exc)
         return summary
-    best = max((r for r in trials if r["status"] == "ok"), key=lambda r: r["figures"]["tokens_per_s"])
-    toggles = best.get("toggles") or {}
-    summary["answer"] = {"label": best["sweep"]["label"], "stage": config["zero_optimization"]["stage"],
-                         "micro_batch": config["train_micro_batch_size_per_gpu"],
-                         "grad_accum": config["gradient_accumulation_steps"],
-                         "compile": bool(toggles.get("compile")), "act_ckpt": bool(toggles.get("act_ckpt")),
-                         "offload": (config["zero_optimization"].get("offload_optimizer") or {}).get("device"),
+    zero = best["ds_config"]["zero_optimization"]
+    summary["answer"] = {"label": best["sweep"]["label"], "stage": zero["stage"], "micro_batch": best["micro_batch"],
+                         "grad_accum": best["grad_accum"], "compile": bool(best["toggles"].get("compile")),
+                         "act_ckpt": bool(best["toggles"].get("act_ckpt")),
+                         "offload": (zero.get("offload_optimizer") or {}).get("device"),
                          "tokens_per_s_in_sweep": round(best["figures"]["tokens_per_s"])}
     return summary
 
