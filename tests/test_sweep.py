@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -27,6 +28,7 @@ from dsx.sweep import (
 )
 from dsx.sweep.eta import Eta
 from dsx.sweep.search import search_goes_on
+from dsx.sweep.trials import cap_filling_micro_batches
 
 
 def fits_below(limit: int, fail_at: int | None = None):
@@ -566,11 +568,49 @@ def _fake_trials(tmp_path, monkeypatch, fits_up_to: int) -> list[tuple[int, int,
 
 def test_max_global_batch_derives_each_trials_grad_accum_and_caps_the_micro_batch(tmp_path, monkeypatch):
     """As the autotuner's max_train_batch_size: micro-batch x grad-accum stays within the cap (10 sequences:
-    mb 1 x 10, 2 x 5, 4 x 2, 8 x 1), and the auto search never tries a micro-batch above it."""
+    mb 1 x 10, 2 x 5, 5 x 2, 10 x 1), and the auto search never tries a micro-batch above it."""
     seen = _fake_trials(tmp_path, monkeypatch, fits_up_to=1024)
     sweep(SweepSpec(model="gpt2-tiny", zero=[1], offload=["none"], prune=False, mb_max=64, max_global_batch=10,
                     results=str(tmp_path / "r.jsonl")))
-    assert seen == [(1, 10, 10), (2, 5, 10), (4, 2, 8), (8, 1, 8), (10, 1, 10)]
+    assert seen == [(1, 10, 10), (2, 5, 10), (5, 2, 10), (10, 1, 10)]
+
+
+def test_max_global_batch_searches_only_the_micro_batches_that_fill_the_cap(tmp_path, monkeypatch):
+    """Under a cap of 64 the search moves among 64 // grad-accum (..., 10, 12, 16, 21, 32, 64): with 16 the
+    largest that fits, it never tries 17 or 18 (grad-accum 3: a global batch of 51 or 54 instead of 64)."""
+    seen = _fake_trials(tmp_path, monkeypatch, fits_up_to=16)
+    outcome = sweep(SweepSpec(model="gpt2-tiny", zero=[1], offload=["none"], prune=False, mb_max=1024,
+                              mb_flat=0.0, max_global_batch=64, results=str(tmp_path / "r.jsonl")))
+    assert seen == [(1, 64, 64), (2, 32, 64), (4, 16, 64), (8, 8, 64), (16, 4, 64), (32, 2, 64), (21, 3, 63)]
+    assert (outcome.results[0].search.largest_fit, outcome.results[0].search.first_oom) == (16, 21)
+
+
+def test_cap_filling_micro_batches_are_the_cap_over_each_grad_accum():
+    spec = SweepSpec(model="gpt2-tiny", zero=[1], offload=["none"], mb_max=1024, max_global_batch=64)
+    configuration = sweep_configurations(spec)[0]
+    assert cap_filling_micro_batches(spec, configuration) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 21, 32, 64]
+    assert cap_filling_micro_batches(replace(spec, mb_max=20), configuration) == \
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16]
+    assert cap_filling_micro_batches(replace(spec, max_global_batch=None), configuration) is None
+
+
+def test_a_search_among_candidates_starts_below_a_prediction_between_them():
+    """Predicted 18 under a cap of 64: the search starts at 16 and grows to 21, never 17 or 18."""
+    tried = []
+
+    def probe(mb, search):
+        tried.append((mb, search))
+        return "fit" if mb <= 16 else "oom"
+    result = search_micro_batch(probe, start=18, maximum=64, step=1.25,
+                                candidates=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 21, 32, 64])
+    assert tried == [(16, "grow"), (21, "grow")]
+    assert (result.largest_fit, result.first_oom, result.stopped) == (16, 21, None)
+
+
+def test_a_search_among_candidates_says_when_the_cap_fits():
+    result = search_micro_batch(lambda mb, search: "fit", start=1, maximum=10, candidates=[1, 2, 3, 5, 10])
+    assert [mb for mb, _ in result.tried] == [1, 2, 5, 10]
+    assert result.stopped == "micro-batch 10 fits, the largest of the candidates (the global-batch cap)"
 
 
 def test_max_global_batch_drops_the_fixed_micro_batches_above_it(tmp_path, monkeypatch):

@@ -62,7 +62,8 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @click.option("--max-global-batch", type=click.IntRange(min=1), metavar="N",
               help="Sequences per optimizer step over all replicas that no trial exceeds (train_batch_size; the "
                    "autotuner's max_train_batch_size): each trial accumulates N // (micro-batch x replicas) "
-                   "micro-batches, and micro-batches above N / replicas are not tried.")
+                   "micro-batches; the auto search tries only the micro-batches that fill N best "
+                   "(N / replicas // grad-accum).")
 @click.option("--pipeline-stages", "pipeline_stages", metavar="LIST",
               help="Pipeline stages axis, e.g. 1,2 or none,2 (none: no pipeline; as dsx run --pipeline-stages).")
 @click.option("--pipeline-partition", metavar="parameters|uniform|type:REGEX",

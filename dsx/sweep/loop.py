@@ -17,7 +17,7 @@ from dsx.sweep.lock import SweepLock, reap_orphans
 from dsx.sweep.planning import PREDICTED_STEP, Plan, plan, preflight, visible_gpu_kind
 from dsx.sweep.search import Probe, SearchResult, fixed_micro_batches, search_goes_on, search_micro_batch
 from dsx.sweep.space import sweep_configurations
-from dsx.sweep.trials import done_rows, micro_batch_ceiling, run_request, trial_replicas
+from dsx.sweep.trials import cap_filling_micro_batches, done_rows, micro_batch_ceiling, run_request, trial_replicas
 
 
 @dataclass
@@ -160,7 +160,8 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
             if spec.micro_batch == AUTO:
                 run = functools.partial(search_micro_batch, start=plans[configuration].start, maximum=ceiling,
                                         tolerance=spec.mb_tolerance, flat=spec.mb_flat,
-                                        step=PREDICTED_STEP if plans[configuration].predicted_max is not None else 2.0)
+                                        step=PREDICTED_STEP if plans[configuration].predicted_max is not None else 2.0,
+                                        candidates=cap_filling_micro_batches(spec, configuration))
             else:
                 skipped = set(plans[configuration].skip_micro_batches) | {mb for mb in spec.micro_batch if mb > ceiling}
                 run = functools.partial(fixed_micro_batches,

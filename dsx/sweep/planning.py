@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
 from dsx.sweep.space import sweep_configurations
-from dsx.sweep.trials import global_batch_grad_accum, micro_batch_ceiling, run_request
+from dsx.sweep.trials import cap_filling_micro_batches, global_batch_grad_accum, micro_batch_ceiling, run_request
 from dsx.units import fmt_gib
 
 
@@ -148,6 +148,9 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                 item.tokens_per_s = max(estimate(setup(mb), search_max=False).tokens_per_s for mb in runnable)
         else:
             item.start = max(spec.mb_start, min(micro_batch_ceiling(spec, configuration), predicted.max_micro_batch))
+            filling = cap_filling_micro_batches(spec, configuration)
+            if filling:  # the search starts from the largest cap-filling micro-batch at or below the prediction
+                item.start = max([mb for mb in filling if mb <= item.start] or filling[:1])
             item.tokens_per_s = estimate(setup(item.start), search_max=False).tokens_per_s
         plans.append(item)
     if spec.search == "default":

@@ -53,14 +53,29 @@ def flat_stop(speeds: dict[int, float], first_oom: int, flat: float) -> str | No
 
 
 def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float = 0.0,
-                       step: float = 2.0, flat: float = 0.0) -> SearchResult:
+                       step: float = 2.0, flat: float = 0.0, candidates: list[int] | None = None) -> SearchResult:
     """Grow x`step` from `start` until a trial runs out of memory (or `maximum` fits), then bisect the boundary.
 
     Memory grows with the micro-batch, so one OOM bounds everything above it. When `start` itself does not fit
     the bisection runs between 0 and `start` (x2 search), or it first shrinks /`step` until one fits (a predicted
     start, step < 2: the boundary is near). A trial that fails for another reason than memory ends the search;
-    with `flat` > 0, so does a throughput that the sizes left cannot raise by `flat` (flat_stop)."""
+    with `flat` > 0, so does a throughput that the sizes left cannot raise by `flat` (flat_stop). `candidates`
+    (ascending, up to `maximum`): the only micro-batches it may try (cap_filling_micro_batches), each move going
+    to the nearest of them on its side."""
     result = SearchResult()
+    allowed = sorted(c for c in set(candidates) if 1 <= c <= maximum) if candidates else None
+
+    def at_least(mb: int) -> int:
+        return mb if allowed is None else next((c for c in allowed if c >= mb), allowed[-1])
+
+    def at_most(mb: int) -> int:
+        return mb if allowed is None else next((c for c in reversed(allowed) if c <= mb), allowed[0])
+
+    def middle(low: int, high: int) -> int | None:
+        if allowed is None:
+            return (low + high) // 2
+        between = [c for c in allowed if low < c < high]
+        return between[(len(between) - 1) // 2] if between else None
 
     class Failed(Exception):
         pass
@@ -82,15 +97,17 @@ def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float 
         return True
 
     try:
-        mb = min(start, maximum)
+        mb = at_most(min(start, maximum))
+        top = maximum if allowed is None else allowed[-1]
         while fits(mb, "grow"):
-            if mb >= maximum:
-                result.stopped = f"--mb-max {maximum} fits; the out-of-memory boundary lies above it"
+            if mb >= top:
+                result.stopped = (f"--mb-max {maximum} fits; the out-of-memory boundary lies above it" if allowed is None
+                                  else f"micro-batch {top} fits, the largest of the candidates (the global-batch cap)")
                 return result
-            mb = min(max(mb + 1, int(mb * step)), maximum)
+            mb = min(at_least(max(mb + 1, int(mb * step))), top)
         if result.largest_fit is None and step < 2:
-            while mb > 1:
-                mb = max(1, min(mb - 1, int(mb / step)))
+            while mb > (1 if allowed is None else allowed[0]):
+                mb = at_most(max(1, min(mb - 1, int(mb / step))))
                 if fits(mb, "shrink"):
                     break
         low, high = result.largest_fit or 0, result.first_oom
@@ -98,7 +115,9 @@ def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float 
             result.stopped = flat_stop(result.speeds, high, flat)
             if result.stopped:
                 break
-            mid = (low + high) // 2
+            mid = middle(low, high)
+            if mid is None:
+                break
             if fits(mid, "bisect"):
                 low = mid
             else:
