@@ -84,12 +84,13 @@ def test_the_clients_readme_table_holds_each_launch_rows_own_figures():
     assert f"trains **{speedup:.1f}x faster**" in (ROOT / "bench/clients/README.md").read_text()
 
 
-def test_the_autotuner_race_readme_and_summary_hold_what_summarize_computes_from_the_committed_race():
+@pytest.mark.parametrize("model", ["gpt2-xl", "llama-1b"])
+def test_the_autotuner_race_readme_and_summary_hold_what_summarize_computes_from_the_committed_race(model):
     """bench/peers/autotuner: summary.json is summarize.py's reading of the committed race folder, and the README's
-    table quotes its wall times and re-measured tokens/s."""
+    tables quote its wall times and re-measured tokens/s (llama-1b's re-measure has not run: null)."""
     import json
 
-    folder = ROOT / "bench/peers/autotuner/gpt2-xl"
+    folder = ROOT / "bench/peers/autotuner" / model
     spec = importlib.util.spec_from_file_location("race_summary", ROOT / "bench/peers/autotuner/summarize.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -97,6 +98,7 @@ def test_the_autotuner_race_readme_and_summary_hold_what_summarize_computes_from
     assert computed == json.loads((folder / "summary.json").read_text())
     readme = (ROOT / "bench/peers/autotuner/README.md").read_text()
     for tool in ("autotuner", "dsx_restricted", "dsx"):
-        assert f"{computed[tool]['tokens_per_s']:,}" in readme
+        if computed[tool]["tokens_per_s"] is not None:
+            assert f"{computed[tool]['tokens_per_s']:,}" in readme
         assert f"{round(computed[tool]['wall_s']):,} s" in readme
     assert computed["dsx"]["answer"]["label"] == "z1 bf16 compile"

@@ -66,6 +66,13 @@ if python3 "$here/harness_config.py" dsx sweep_restricted.jsonl dsx_restricted.j
   fi
 fi
 python3 "$here/harness_config.py" dsx sweep.jsonl dsx.json >dsx.flags 2>>"$log" && winners+=(dsx)
+for winner in "${winners[@]}"; do  # a resumed race whose tool answered anew re-measures the new answer
+  mkdir -p remeasure && cat "$winner.json" "$winner.flags" >"remeasure/$winner.answer.new"
+  if [ -f "remeasure/$winner.answer.txt" ] && ! cmp -s "remeasure/$winner.answer.new" "remeasure/$winner.answer.txt"; then
+    mkdir -p remeasure/superseded && mv remeasure/"$winner"-* remeasure/superseded/ 2>/dev/null
+  fi
+  mv "remeasure/$winner.answer.new" "remeasure/$winner.answer.txt"
+done
 for i in $(seq 1 "$repeats"); do
   for winner in "${winners[@]}"; do
     [ -f "remeasure/$winner-$i/ran.json" ] && continue
