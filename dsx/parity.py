@@ -4,7 +4,7 @@ A sweep may change how a model trains, never what it trains. The check runs the 
 data parallel on the same data (dsx.data: the same batches for the same global batch whatever the split) from the
 same weights, and compares their loss step by step, warm-up steps included. The reference is the candidate's
 training without the "how": ZeRO off (or --reference-zero), no offload, no pipeline, no compile, no activation
-checkpointing, dense attention; the same model, precision, optimizer, learning rate, clipping, seed, data and
+checkpointing, dense attention, the plain loss; the same model, precision, optimizer, learning rate, clipping, seed, data and
 global batch (reference_config).
 
 The two losses still differ a little: another ZeRO stage, bucket, kernel or micro-batch split rounds the same sums
@@ -165,7 +165,7 @@ def reference_request(candidate, trial, config_path: Path, micro: int, accum: in
     replicas = trial.world_size // (trial.pipeline.stages if trial.pipeline else 1)
     return replace(candidate, config_path=str(config_path), preset=None, config_flags={}, ds_sets=(),
                    gpus=replicas if trial.pipeline else candidate.gpus, compile=False, act_ckpt=False,
-                   sparse_attention="none" if trial.sparse is not None else None, sparse_sets=(),
+                   loss="plain", loss_tile_tokens=None, sparse_attention="none" if trial.sparse is not None else None, sparse_sets=(),
                    pipeline_stages=None, pipeline_partition=None, inject_failure=None, results=results,
                    sweep=None, command=[], flop_check=False,
                    hostfile=None if trial.pipeline else candidate.hostfile)

@@ -64,6 +64,9 @@ class Toggles(_Row):
     compile: bool = False
     attn: str = "sdpa"
     act_ckpt: bool = False
+    loss: str = "plain"
+    """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss."""
+    loss_tile_tokens: int | None = None
 
 
 class StepTime(_Row):

@@ -174,3 +174,18 @@ def test_a_sweep_with_check_verifies_its_best_row_before_calling_it_best(tmp_pat
     assert (ref_b["parity"]["verdict"], ref_b["parity"]["candidate_run_id"]) == ("same", best["run_id"])
     assert "dsx sweep --check: does z2 fp32 mb2 train the same model as plain data parallel?" in out.stderr
     assert f"best: run {best['run_id'][:8]}" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+@pytest.mark.parametrize("zero", ["2", "3"])
+def test_the_tiled_loss_trains_the_same_model_as_the_plain_one(tmp_path, zero):
+    """--loss tiled at grad-accum 2 (engine.backward halves the loss: the head's gradient must follow), in tiles of
+    24 tokens (not a divisor of the micro-batch's 128): ZeRO-2 computes the gradients in the forward pass, ZeRO-3
+    recomputes checkpointed tiles."""
+    out = dsx_check(tmp_path / "runs.jsonl", "--zero", zero, "--micro-batch", "2", "--grad-accum", "2",
+                    "--loss", "tiled", "--loss-tile-tokens", "24")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ref_a, _, candidate = (parse_row(r) for r in read_rows(tmp_path / "runs.jsonl"))
+    assert (ref_a.toggles.loss, candidate.toggles.loss, candidate.toggles.loss_tile_tokens) == ("plain", "tiled", 24)
+    assert candidate.parity.verdict == "same" and candidate.parity.max_abs_diff < 1e-5

@@ -38,6 +38,9 @@ def nvme_path_of(config: dict) -> str | None:
                  "bare --act-ckpt is on.")
 @click.option("--compile", "compile_", is_flag=True, help="DeepSpeed's engine.compile(), as dsx run --compile (its "
                                                           "activation and speed factors: dsx.calibration).")
+@click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
+              help="tiled: the loss a tile of tokens at a time, as dsx run --loss tiled (no whole logits).")
+@click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N", help="Tokens per tile of --loss tiled.")
 @host_options
 @click.option("--largest", is_flag=True,
               help="The largest model of --model's family that fits here (or on --gpu-kind / --host-memory), with the "
@@ -47,8 +50,8 @@ def nvme_path_of(config: dict) -> str | None:
                    "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
-            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, host_memory, nvme_free, largest, min_tflops,
-            as_json, **config_options):
+            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, host_memory, nvme_free,
+            largest, min_tflops, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -106,6 +109,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
             raise RunRefused("--compile is not supported with --pipeline-stages (dsx run refuses it too)")
         batch = solve_batch(gpus // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
                             config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
+        from dsx.run.loss import resolve_loss
+
+        loss_tile = resolve_loss(loss, loss_tile_tokens, resolved, pipeline, batch.train_micro_batch_size_per_gpu, [])
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     except (BatchError, TypeError) as exc:
@@ -115,7 +121,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap,
                   pipeline_stages=pipeline.stages if pipeline else None,
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
-                  host_memory=assumed.host_memory, nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
+                  loss_tile_tokens=loss_tile, host_memory=assumed.host_memory, nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)
     except EstimateError as exc:

@@ -33,4 +33,5 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
                  memory_limit=row.get("memory_cap"), pipeline_stages=pipeline.get("stages"),
-                 pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")))
+                 pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")),
+                 loss_tile_tokens=toggles.get("loss_tile_tokens") if toggles.get("loss") == "tiled" else None)

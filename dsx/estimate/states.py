@@ -46,6 +46,8 @@ class Setup:
     """Free bytes of the NVMe offload path (--nvme-free, or measured under --nvme-path); None: not checked."""
     ranks_per_host: int | None = None
     """Ranks sharing one host's RAM and NVMe; None: all world_size ranks (one host)."""
+    loss_tile_tokens: int | None = None
+    """--loss tiled's tokens per tile (dsx.rank.tiled_loss); None: the plain loss, whose logits exist whole."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:
@@ -144,15 +146,37 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
         parts["layer activations"] = saved.layers_fixed + saved.layers_per_sample * b
     parts["embeddings, head, loss"] = saved.rest_fixed + saved.rest_per_sample * b
     parts["loss gradients"] = 2 * saved.logits_per_sample * b
+    if setup.loss_tile_tokens:
+        del parts["loss gradients"]
+        parts.update(tiled_loss_bytes(setup, saved, b, precision))
     if setup.act_ckpt:
         # later in the backward pass: the loss part is freed and one layer is recomputed
-        recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - parts["loss gradients"]
+        recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - \
+            parts.get("loss gradients", 0)
         if recompute > 0:
             parts["recomputed layer"] = recompute
     if compiled_counted(setup):
         from dsx.activations import compiled
 
         return compiled(parts)
+    return parts
+
+
+def tiled_loss_bytes(setup: Setup, saved, micro_batch: int, precision: str) -> dict[str, int]:
+    """The activation parts --loss tiled changes: the loss keeps no logits (its fp32 log-softmax, logits_per_sample,
+    leaves the head's part); one tile is alive at a time (its logits in the model's dtype, their fp32 copy,
+    log-softmax and gradient); at ZeRO 0-2 the hidden states' gradient and the head weight's fp32 gradient are
+    computed in the forward pass and held to the backward (dsx.rank.tiled_loss)."""
+    from dsx.config_facts import zero_stage
+
+    resolved = setup.resolved
+    tile = min(setup.loss_tile_tokens, micro_batch * resolved.seq_len)
+    dtype_bytes = 4 if precision == "fp32" else 2
+    parts = {"embeddings, head, loss": saved.rest_fixed + (saved.rest_per_sample - saved.logits_per_sample) *
+             micro_batch, "loss tile": tile * resolved.vocab_size * (dtype_bytes + 3 * 4)}
+    if zero_stage(setup.ds_config) != 3:
+        parts["tiled loss gradients"] = saved.layer_input_per_sample * micro_batch + \
+            4 * resolved.vocab_size * resolved.embedding_size
     return parts
 
 

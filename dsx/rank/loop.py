@@ -194,6 +194,11 @@ def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progre
         if hasattr(model.config, "use_cache"):
             model.config.use_cache = False
     report.params_seen = int(sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()))
+    if plan.toggles.loss == "tiled":
+        from dsx.config_facts import zero_stage
+        from dsx.rank.tiled_loss import wrap
+
+        model = wrap(model, plan.toggles.loss_tile_tokens, zero3=zero_stage(ds_config) == 3)
     progress.phase("model_built")
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()

@@ -40,6 +40,9 @@ class Toggles(BaseModel):
     compile: bool = False
     attn: str = "sdpa"
     act_ckpt: bool = False
+    loss: str = "plain"
+    """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss."""
+    loss_tile_tokens: int | None = None
 
 
 class Injection(BaseModel):

@@ -77,6 +77,8 @@ def derived_label(row: dict) -> str:
         extra.append(f"sparse={row['sparse_attention']['requested']}")
     if row.get("pipeline"):
         extra.append(f"pp{row['pipeline']['stages']}")
+    if row["toggles"].get("loss") == "tiled":
+        extra.append("tiled-loss")
     optimizer = str(((row.get("ds_config") or {}).get("optimizer") or {}).get("type", ""))
     if optimizer.lower() in ONEBIT:  # the 1-bit optimizers run at ZeRO-0 fp16 alike: the optimizer tells them apart
         extra.append(optimizer)

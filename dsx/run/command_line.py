@@ -40,6 +40,10 @@ def run_command(request) -> list[str]:
             argv.append(flag)
     if request.attn != "sdpa":
         argv += ["--attn", request.attn]
+    if request.loss != "plain":
+        argv += ["--loss", request.loss]
+    if request.loss_tile_tokens is not None:
+        argv += ["--loss-tile-tokens", str(request.loss_tile_tokens)]
     if request.sparse_attention is not None:
         argv += ["--sparse-attention", request.sparse_attention]
     for item in request.sparse_sets:

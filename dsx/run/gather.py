@@ -291,7 +291,9 @@ def gather(prepared: Prepared, completed) -> RunRow:
                               if k not in ("name", "family", "task", "overrides", "seq_len", "vocab_pad")}),
         micro_batch=prepared.micro_batch, grad_accum=prepared.grad_accum, world_size=world,
         precision=prepared.precision, steps=request.steps, warmup=request.warmup,
-        toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt),
+        toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt,
+                        **({"loss": "tiled", "loss_tile_tokens": prepared.rank_plan.toggles.loss_tile_tokens}
+                           if prepared.rank_plan and prepared.rank_plan.toggles.loss == "tiled" else {})),
         figures=figures, memory=memory, ranks=ranks_of(ranks), status=status, error=error,
         notes=notes_of(prepared, present, completed, jit_built, status),
         overhead=overhead_of(prepared, present, completed, jit_built), memory_cap=request.memory_cap,

@@ -43,6 +43,10 @@ class RunRequest(NodeRequest):
     compile: bool = False
     attn: str = "sdpa"
     act_ckpt: bool = False
+    loss: str = "plain"
+    """--loss: plain (transformers' head and loss) or tiled (dsx.rank.tiled_loss)."""
+    loss_tile_tokens: int | None = None
+    """--loss-tile-tokens of --loss tiled (None: dsx.rank.tiled_loss.default_tile_tokens)."""
     results: str = DEFAULT_RESULTS
     timeout_s: float | None = DEFAULT_TIMEOUT_S
     flop_check: bool = False
@@ -105,6 +109,8 @@ class Trial:
     """dsx.lane.Lane of a `--python` run, else None."""
     data: Any = None
     """dsx.data.DataSpec: what the ranks train on, checked against the model and the run."""
+    loss_tile_tokens: int | None = None
+    """Tokens per tile of --loss tiled; None: the plain loss."""
 
 
 def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str]]:
@@ -293,6 +299,10 @@ def resolve_trial(request: RunRequest) -> Trial:
     except (BatchError, TypeError) as exc:
         raise RunRefused(f"batch sizes: {exc}") from None
     data = resolve_data(request, resolved, batch.train_batch_size, notes)
+    from dsx.run.loss import resolve_loss
+
+    loss_tile = resolve_loss(request.loss, request.loss_tile_tokens, resolved, pipeline,
+                             batch.train_micro_batch_size_per_gpu, notes)
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide
@@ -318,6 +328,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                                                         "seq_len": resolved.seq_len, "vocab_pad": resolved.vocab_pad},
                                toggles={"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
                                         "act_ckpt": request.act_ckpt,
+                                        **({"loss": "tiled", "loss_tile_tokens": loss_tile} if loss_tile else {}),
                                         **({"sparse_attention": {"requested": requested, **sparse.info["params"]}}
                                            if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
@@ -326,7 +337,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                                pipeline=pipeline.model_dump() if pipeline else None,
                                lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None,
                                data=data.trial_part()),
-                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane, data=data)
+                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane, data=data, loss_tile_tokens=loss_tile)
 
 
 def resolve_data(request: RunRequest, resolved, global_batch: int, notes: list[str]):

@@ -176,6 +176,9 @@ class SweepSpec:
     """--max-global-batch: sequences per optimizer step over all replicas that no trial exceeds (DeepSpeed's
     train_batch_size; the autotuner's max_train_batch_size): each trial's grad-accum is derived from its
     micro-batch (dsx.sweep.trials.global_batch_grad_accum). None: --grad-accum as given."""
+    loss: str = "plain"
+    loss_tile_tokens: int | None = None
+    """--loss / --loss-tile-tokens of every trial (dsx run's: the tiled loss keeps no whole logits)."""
     replicas_seen: dict = field(default_factory=dict, repr=False, compare=False)
     """Cache of dsx.sweep.trials.trial_replicas: configuration -> data-parallel replicas."""
 
@@ -196,6 +199,8 @@ class SweepSpec:
             nodes.update(bucket_size=self.bucket_size)
         if self.max_global_batch is not None:  # and of sweeps without a global-batch cap
             nodes.update(max_global_batch=self.max_global_batch)
+        if self.loss != "plain" or self.loss_tile_tokens is not None:  # and of sweeps with the plain loss
+            nodes.update(loss=self.loss, loss_tile_tokens=self.loss_tile_tokens)
         if self.search != "grid":  # and of grid sweeps
             nodes.update(search=self.search, grad_accum_choices=self.grad_accum_choices)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python

@@ -1,0 +1,39 @@
+"""`--loss plain|tiled`: which loss the ranks compute (dsx.rank.tiled_loss), resolved and refused before any launch."""
+
+from __future__ import annotations
+
+from dsx.run.refused import RunRefused
+from dsx.units import format_bytes
+
+LOSSES = ("plain", "tiled")
+
+
+def default_tile_tokens(vocab_size: int) -> int:
+    from dsx.rank.tiled_loss import default_tile_tokens as tile
+
+    return tile(vocab_size)
+
+
+def resolve_loss(loss: str, tile_tokens: int | None, resolved, pipeline, micro_batch: int,
+                 notes: list[str]) -> int | None:
+    """Tokens per tile of --loss tiled (None: the plain loss); RunRefused where the tiled loss cannot apply."""
+    if loss not in LOSSES:
+        raise RunRefused(f"unknown --loss '{loss}' (known: {', '.join(LOSSES)})")
+    if loss == "plain":
+        if tile_tokens is not None:
+            raise RunRefused(f"--loss-tile-tokens {tile_tokens} sizes the tiles of --loss tiled: add --loss tiled")
+        return None
+    if resolved.task != "causal-lm":
+        raise RunRefused(f"--loss tiled computes a causal LM's loss; {resolved.name} is a {resolved.task} model")
+    if pipeline is not None:
+        raise RunRefused("--loss tiled does not apply to pipeline stages: the last stage computes the loss of "
+                         "DeepSpeed's PipelineModule on its whole logits; drop --pipeline-stages or --loss tiled")
+    if tile_tokens is not None and tile_tokens < 1:
+        raise RunRefused(f"--loss-tile-tokens must be at least 1, got {tile_tokens}")
+    tile = tile_tokens or default_tile_tokens(resolved.vocab_size)
+    tokens = micro_batch * resolved.seq_len
+    count = -(-tokens // tile)
+    notes.append(f"--loss tiled: the loss of each micro-batch's {tokens:,} tokens in {count} tile(s) of up to "
+                 f"{tile:,} ({format_bytes(min(tile, tokens) * resolved.vocab_size * 4)} of fp32 logits at a time, "
+                 f"against {format_bytes(tokens * resolved.vocab_size * 4)} whole)")
+    return tile
