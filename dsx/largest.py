@@ -234,8 +234,13 @@ def _rung_spec(spec, rung: Rung, family: str):
 
 
 def _fits(spec, rung: Rung, gpu: str) -> tuple[bool, str]:
-    """Whether one default-search configuration fits the rung at micro-batch 1 (checkpointing, compile and ZeRO-3's
-    partial ratios included); else the binding resource of the one that came closest."""
+    """Whether one default-search configuration fits the rung at micro-batch 1 (configuration_fits)."""
+    return configuration_fits(_rung_spec(spec, rung, ladder_of(spec.model).family), gpu)
+
+
+def configuration_fits(rung_spec, gpu: str) -> tuple[bool, str]:
+    """Whether one configuration of the default search of `rung_spec` fits at micro-batch 1 (checkpointing, compile
+    and ZeRO-3's partial ratios included); else the binding resource of the one that came closest."""
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.fit import host_capacity, nvme_capacity, shortfall_text
     from dsx.fit import Resource
@@ -243,7 +248,7 @@ def _fits(spec, rung: Rung, gpu: str) -> tuple[bool, str]:
     from dsx.sweep.space import sweep_configurations
     from dsx.sweep.trials import run_request
 
-    rung_spec = _rung_spec(spec, rung, ladder_of(spec.model).family)
+    spec = rung_spec
     host, nvme = host_capacity(spec.host_memory), nvme_capacity(spec.nvme_free, spec.nvme_path)
     closest: tuple[float, str] | None = None
     for configuration in sweep_configurations(rung_spec):
@@ -252,7 +257,8 @@ def _fits(spec, rung: Rung, gpu: str) -> tuple[bool, str]:
             result = estimate(Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
                                     micro_batch=1, grad_accum=1, attn=spec.attn, act_ckpt=configuration.act_ckpt,
                                     gpu=GPUS[gpu], memory_limit=spec.memory_cap, compile=configuration.compile,
-                                    host_memory=host, nvme_free=nvme), search_max=False)
+                                    host_memory=host, nvme_free=nvme, loss_tile_tokens=trial.loss_tile_tokens),
+                              search_max=False)
         except (RunRefused, EstimateError):
             continue
         if result.fits:
@@ -310,4 +316,5 @@ def _estimate_at(rung_spec, item, gpu: str, estimate):
                           micro_batch=item.start, grad_accum=trial.grad_accum, attn=rung_spec.attn,
                           act_ckpt=item.configuration.act_ckpt, gpu=GPUS[gpu], memory_limit=rung_spec.memory_cap,
                           compile=item.configuration.compile, host_memory=host_capacity(rung_spec.host_memory),
-                          nvme_free=nvme_capacity(rung_spec.nvme_free, rung_spec.nvme_path)), search_max=False)
+                          nvme_free=nvme_capacity(rung_spec.nvme_free, rung_spec.nvme_path),
+                          loss_tile_tokens=trial.loss_tile_tokens), search_max=False)

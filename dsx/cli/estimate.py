@@ -45,13 +45,16 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--largest", is_flag=True,
               help="The largest model of --model's family that fits here (or on --gpu-kind / --host-memory), with the "
                    "configuration dsx would use: the family's published shapes and the steps between them.")
+@click.option("--longest", is_flag=True,
+              help="The longest sequence --model trains here (multiples of 1,024 tokens), with the plain and the tiled "
+                   "loss, and the configuration dsx would use.")
 @click.option("--min-tflops", type=click.FloatRange(min=0), metavar="X",
               help="With --largest: the largest model whose best configuration is predicted at least X model TFLOP/s "
                    "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
             gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, host_memory, nvme_free,
-            largest, min_tflops, as_json, **config_options):
+            largest, longest, min_tflops, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -81,6 +84,17 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         raise click.UsageError("--min-tflops goes with --largest")
     assumed = assume(pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu"), host_memory)
     gpu_kind = assumed.gpu_kind
+    if longest:
+        from dsx.cli.longest import longest_command
+
+        click.echo("\n".join(assumed.lines()), err=True)
+        longest_command(model=model, sets=sets, vocab_pad=vocab_pad, gpus=gpus, gpu_kind=gpu_kind,
+                        memory_cap=memory_cap, host_memory=assumed.host_memory, nvme_free=nvme_free, attn=attn,
+                        as_json=as_json, given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
+                                                "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt,
+                                                "compile": compile_, "seq_len": seq_len, "largest": largest,
+                                                "loss": loss != "plain" or loss_tile_tokens, **config_options})
+        return
     if largest:
         from dsx.cli.largest import largest_command
 

@@ -1,0 +1,103 @@
+"""The longest sequence a model trains on a machine (`dsx estimate --model M --longest`), and how.
+
+A length fits when one configuration of `dsx sweep`'s default search (ZeRO 1-3 x offload none/partial/full x
+checkpointing x compile, dsx.sweep.space) fits the GPU, the host's memory and the NVMe path at micro-batch 1, as
+`--largest` judges a model size (dsx.largest). The search doubles from 1,024 tokens until a length does not fit,
+then bisects in steps of STEP tokens. It is asked twice for a causal LM: with transformers' plain loss, whose fp32
+logits exist whole, and with `--loss tiled` (dsx.rank.tiled_loss), so the answer shows what the loss costs. A
+RoPE model's max_position_embeddings follows the length (no parameters change); a model with learned positions
+stops at its table's size unless --set raises it (which adds parameters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+STEP = 1024
+"""The answer's granularity (tokens): lengths are multiples of it."""
+LIMIT = 1 << 24
+"""The longest length searched (16M tokens): beyond it the answer says 'at least'."""
+
+
+@dataclass
+class Longest:
+    loss: str
+    length: int | None = None
+    """The longest length that fits (None: not even STEP tokens)."""
+    limit: str | None = None
+    """What bounds the search other than memory: the model's positions, or LIMIT."""
+    next_length: int | None = None
+    next_reason: str | None = None
+    plan: Any = None
+    """dsx.sweep.planning.Plan of the configuration the default search puts first at `length`."""
+    estimate: Any = None
+    spec: Any = None
+    """The SweepSpec at `length` (the answer's command is built from it)."""
+    tried: list[tuple[int, bool]] = field(default_factory=list)
+
+
+def length_spec(spec, length: int, family):
+    """The sweep spec at `length`: a RoPE model's positions raised to it when needed."""
+    from dsx.sweep.space import GRAD_ACCUM_CHOICES
+
+    overrides = dict(spec.overrides)
+    if not family.learned_positions and length > _positions(spec):
+        overrides[family.positions_key] = length
+    return replace(spec, seq_len=length, overrides=overrides, search="default", grad_accum_choices=GRAD_ACCUM_CHOICES)
+
+
+def _positions(spec) -> int:
+    from dsx.models import resolve_model
+
+    resolved = resolve_model(spec.model, spec.overrides, vocab_pad=spec.vocab_pad)
+    from dsx.model_presets import FAMILIES
+
+    return int(getattr(resolved.hf_config, FAMILIES[resolved.family].positions_key))
+
+
+def longest(spec, gpu: str, loss: str) -> Longest:
+    """The longest sequence of spec.model (multiples of STEP) that fits at micro-batch 1 with `loss`."""
+    from dsx.largest import _best_plan, configuration_fits
+    from dsx.model_presets import FAMILIES
+    from dsx.models import resolve_model
+
+    family = FAMILIES[resolve_model(spec.model, spec.overrides, vocab_pad=spec.vocab_pad).family]
+    spec = replace(spec, loss=loss)
+    ceiling = min(LIMIT, _positions(spec)) if family.learned_positions else LIMIT
+    answer = Longest(loss=loss)
+    if ceiling < LIMIT:
+        answer.limit = f"{family.positions_key}={ceiling:,} (learned positions: --set {family.positions_key}=N raises it)"
+    reasons: dict[int, str] = {}
+
+    def fits(length: int) -> bool:
+        ok, reasons[length] = configuration_fits(length_spec(spec, length, family), gpu)
+        answer.tried.append((length, ok))
+        return ok
+
+    low, high = 0, None  # low fits (0: none yet), high does not (None: none found yet)
+    length = min(STEP, ceiling)
+    while high is None:
+        if fits(length):
+            low = length
+            if length >= ceiling:
+                break
+            length = min(length * 2, ceiling)
+        else:
+            high = length
+    if high is None and ceiling == LIMIT:
+        answer.limit = f"the search stops at {LIMIT:,} tokens"
+    while high is not None and high - low > STEP:
+        middle = (low + high) // 2 // STEP * STEP
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    if high is not None:
+        answer.next_length, answer.next_reason = high, reasons[high]
+    if low == 0:
+        return answer
+    answer.length = low
+    answer.spec = length_spec(spec, low, family)
+    answer.plan, answer.estimate = _best_plan(answer.spec, gpu)
+    return answer
