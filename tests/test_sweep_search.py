@@ -217,3 +217,19 @@ def test_a_sweep_ends_with_its_best_row_its_dsx_run_command_and_its_config_as_js
     config = json.loads(lines[-1])
     assert config["zero_optimization"]["stage"] == 3 and config["train_micro_batch_size_per_gpu"] == 5
     assert best_lines(rows, "another sweep") == []
+
+
+def test_the_default_search_takes_the_tiled_loss_where_only_it_fits(tmp_path):
+    """llama-1b at 262,144 tokens: its plain loss's fp32 logits (128 GiB) fit no configuration, the tiled loss's do."""
+    lines = dry_run(tmp_path, "--model", "llama-1b", "--seq-len", "262144", "--set", "max_position_embeddings=262144",
+                    "--mb-max", "1024", *H100)
+    assert lines[1].endswith("; --loss tiled: with the plain loss no configuration is predicted to fit at micro-batch "
+                             "1 (closest, z1 off=cpu bf16 ckpt compile: GPU memory needs 150.55 GiB (per GPU: peak "
+                             "allocated + CUDA context + allocator headroom), has 79.18 GiB), with the tiled loss one is")
+    assert "(start at micro-batch 1, predicted" in planned(lines)[0]
+
+
+def test_the_default_search_keeps_the_plain_loss_where_it_fits_or_is_asked_for(tmp_path):
+    assert "--loss tiled" not in dry_run(tmp_path, "--model", "llama-1b", "--seq-len", "2048", *H100)[1]
+    assert "--loss tiled" not in dry_run(tmp_path, "--model", "llama-1b", "--seq-len", "262144", "--set",
+                                         "max_position_embeddings=262144", "--loss", "plain", *H100)[1]

@@ -281,9 +281,27 @@ def _default_search(spec, ctx) -> str | None:
     spec.search, spec.grad_accum_choices = "default", GRAD_ACCUM_CHOICES
     grad_accum = (f"grad-accum up to the global batch of {spec.max_global_batch}" if spec.max_global_batch
                   else f"the grad-accum ({'/'.join(map(str, GRAD_ACCUM_CHOICES))})")
-    return (f"no axis given: the default search (dsx estimate on {gpu}: ZeRO 1-3 x offload none/partial/full x "
+    note = (f"no axis given: the default search (dsx estimate on {gpu}: ZeRO 1-3 x offload none/partial/full x "
             f"checkpointing x compile at {grad_accum} and the micro-batch it predicts fastest; the model, precision, "
             "optimizer and --set/--ds-set as given)")
+    if ctx.get_parameter_source("loss") is click.core.ParameterSource.DEFAULT:
+        note += _tiled_loss_if_needed(spec, gpu)
+    return note
+
+
+def _tiled_loss_if_needed(spec, gpu: str) -> str:
+    """The default search of a sequence whose plain loss fits in no configuration, where the tiled loss does (the
+    same loss, without the whole logits): its trials use --loss tiled, and the note says why ("" otherwise)."""
+    from dataclasses import replace
+
+    from dsx.largest import configuration_fits
+
+    fits, reason = configuration_fits(spec, gpu)
+    if fits or not configuration_fits(replace(spec, loss="tiled"), gpu)[0]:
+        return ""
+    spec.loss = "tiled"
+    return (f"; --loss tiled: with the plain loss no configuration is predicted to fit at micro-batch 1 (closest, "
+            f"{reason}), with the tiled loss one is")
 
 
 def _refuse_prune_options(spec, ctx) -> None:
