@@ -81,6 +81,11 @@ class ResolvedModel:
         return int(self.hf_config.num_attention_heads)
 
     @property
+    def num_kv_heads(self) -> int:
+        """Key/value heads (grouped-query attention); the attention heads where the family has no such key."""
+        return int(getattr(self.hf_config, "num_key_value_heads", None) or self.num_heads)
+
+    @property
     def head_dim(self) -> int:
         head_dim = getattr(self.hf_config, "head_dim", None)
         return int(head_dim) if head_dim else self.hidden_size // self.num_heads

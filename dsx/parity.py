@@ -137,7 +137,7 @@ def _finite(x: float) -> bool:
 
 
 def reference_config(config: dict, micro: int, accum: int, replicas: int, zero: int, fp32: bool = False) -> dict:
-    """The candidate's DeepSpeed config without its "how": ZeRO `zero` with nothing offloaded, no pipeline, no
+    """The candidate's DeepSpeed config without its "how": ZeRO `zero` with nothing offloaded, no pipeline or Ulysses, no
     sparse attention or compile block, a 1-bit optimizer replaced by Adam with the same hyper-parameters; the batch
     sizes of the reference's split; with fp32, bf16 and fp16 off (reference B of a bf16/fp16 candidate)."""
     from dsx.onebit import kind_of
@@ -148,7 +148,7 @@ def reference_config(config: dict, micro: int, accum: int, replicas: int, zero: 
             if isinstance(out.get(key), dict) and out[key].get("enabled"):
                 out[key] = {"enabled": False}
     out["zero_optimization"] = {"stage": zero}
-    for key in ("pipeline", "sparse_attention", "compile", "activation_checkpointing"):
+    for key in ("pipeline", "sparse_attention", "compile", "activation_checkpointing", "sequence_parallel_size"):
         out.pop(key, None)
     if kind_of(out):
         params = out["optimizer"].get("params") or {}
@@ -162,9 +162,10 @@ def reference_config(config: dict, micro: int, accum: int, replicas: int, zero: 
 def reference_request(candidate, trial, config_path: Path, micro: int, accum: int, results: str):
     """The reference's dsx.run.RunRequest: the candidate's model, data, steps and ranks (a pipeline's replicas)
     with the config at config_path, and none of the candidate's toggles that change how it runs."""
-    replicas = trial.world_size // (trial.pipeline.stages if trial.pipeline else 1)
+    replicas = trial.world_size // (trial.pipeline.stages if trial.pipeline else 1) // (trial.sequence_parallel or 1)
     return replace(candidate, config_path=str(config_path), preset=None, config_flags={}, ds_sets=(),
-                   gpus=replicas if trial.pipeline else candidate.gpus, compile=False, act_ckpt=False,
+                   gpus=replicas if trial.pipeline or trial.sequence_parallel else candidate.gpus, compile=False,
+                   act_ckpt=False, sequence_parallel=None,
                    loss="plain", loss_tile_tokens=None, sparse_attention="none" if trial.sparse is not None else None, sparse_sets=(),
                    pipeline_stages=None, pipeline_partition=None, inject_failure=None, results=results,
                    sweep=None, command=[], flop_check=False,
@@ -205,7 +206,7 @@ def plan_check(candidate_request, reference_zero: int = 0, reference_micro: int 
                          f"replica per step (micro-batch {trial.micro_batch} x grad-accum {trial.grad_accum})")
     splits = [(micro, per_replica // micro)]
     splits.append(alternate_split(*splits[0]))
-    replicas = trial.world_size // (trial.pipeline.stages if trial.pipeline else 1)
+    replicas = trial.world_size // (trial.pipeline.stages if trial.pipeline else 1) // (trial.sequence_parallel or 1)
     mixed = precision_of(trial.ds_config) != "fp32"
     references = []
     for name, (m, a) in zip("ab", splits):

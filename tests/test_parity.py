@@ -189,3 +189,19 @@ def test_the_tiled_loss_trains_the_same_model_as_the_plain_one(tmp_path, zero):
     ref_a, _, candidate = (parse_row(r) for r in read_rows(tmp_path / "runs.jsonl"))
     assert (ref_a.toggles.loss, candidate.toggles.loss, candidate.toggles.loss_tile_tokens) == ("plain", "tiled", 24)
     assert candidate.parity.verdict == "same" and candidate.parity.max_abs_diff < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+@pytest.mark.parametrize("zero, extra", [("2", ()), ("3", ("--loss", "tiled", "--loss-tile-tokens", "24"))])
+def test_ulysses_over_two_ranks_trains_the_same_model_as_one_replica(tmp_path, zero, extra):
+    """--sequence-parallel 2 on 2 CPU ranks (one replica) against plain data parallel on 1 rank, grad-accum 2. At
+    ZeRO-3 DeepSpeed averages the group's gradients where ZeRO-2 sums them (dsx.rank.ulysses): without dsx's
+    compensation this check says "differs"."""
+    out = dsx("check", tmp_path / "runs.jsonl", "--model", "llama-tiny", "--precision", "fp32", "--lr", "3e-3",
+              "--steps", "8", "--warmup", "2", "--gpus", "2", "--sequence-parallel", "2", "--zero", zero,
+              "--micro-batch", "2", "--grad-accum", "2", *extra)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ref_a, _, candidate = (parse_row(r) for r in read_rows(tmp_path / "runs.jsonl"))
+    assert (ref_a.world_size, candidate.world_size, candidate.ds_config["sequence_parallel_size"]) == (1, 2, 2)
+    assert candidate.parity.verdict == "same" and candidate.parity.max_abs_diff < 1e-5

@@ -31,6 +31,9 @@ RUN_OPTIONS = (
     click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
                  help="tiled: the causal-LM loss a tile of tokens at a time, never the whole [tokens, vocab] logits "
                       "(the same loss and gradients; for long sequences)."),
+    click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
+                 help="Ulysses sequence parallelism: N ranks share each micro-batch, each holding 1/N of its sequence "
+                      "(DeepSpeed's UlyssesSPAttentionHF; heads and sequence length must divide by N)."),
     click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N",
                  help="Tokens per tile of --loss tiled (default: 512 MiB of fp32 logits)."),
     sparse_options,
@@ -80,6 +83,7 @@ def request_of(options: dict, command: list[str]):
         sparse_sets=tuple(o["sparse_sets"]), comm_log=o["comm_log"], python=o["python"], data=o["data"],
         data_dtype=o["data_dtype"], data_seed=o["data_seed"], **{key: o[key] for key in NODE_KEYS},
         pipeline_stages=o["pipeline_stages"], pipeline_partition=o["pipeline_partition"],
+        sequence_parallel=o["sequence_parallel"],
     )
 
 

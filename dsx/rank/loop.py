@@ -185,9 +185,15 @@ class Trainer:
 
 
 def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progress: Progress) -> Trainer:
-    """Build the model (transformers' gradient checkpointing with --act-ckpt) and deepspeed.initialize it."""
+    """Build the model (transformers' gradient checkpointing with --act-ckpt) and deepspeed.initialize it (with
+    DeepSpeed's sequence-parallel groups under --sequence-parallel)."""
     import deepspeed
 
+    mpu = None
+    if plan.sequence_parallel:
+        from dsx.rank import ulysses
+
+        mpu = ulysses.register(plan.sequence_parallel, resolved, plan.micro_batch, plan.toggles.attn)
     model = build(plan, resolved, ds_config, report, device)
     if plan.toggles.act_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -202,10 +208,16 @@ def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progre
     progress.phase("model_built")
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()
-                                                                          if p.requires_grad], config=ds_config)
+                                                                          if p.requires_grad], config=ds_config,
+                                           mpu=mpu)
     if plan.toggles.compile:
         engine.compile()
     progress.phase("initialized")
+    if mpu is not None:
+        from dsx.config_facts import zero_stage
+
+        return ulysses.SequenceParallelTrainer(engine, mpu, plan.sequence_parallel, plan.toggles.loss == "tiled",
+                                               zero3=zero_stage(ds_config) == 3)
     return Trainer(engine)
 
 

@@ -107,6 +107,8 @@ class RankPlan(BaseModel):
     sparse_attention: SparsePlan | None = None
     """Block-sparse attention (dsx.sparse): the model is built with attn_implementation "dsx_sparse"."""
     pipeline: PipelinePlan | None = None
+    sequence_parallel: int | None = None
+    """Ulysses: ranks sharing each micro-batch's sequence (dsx.rank.ulysses); None: none."""
     data: DataSpec = Field(default_factory=DataSpec)
     """What the ranks train on (dsx.data): the learnable synthetic source unless --data says otherwise."""
 

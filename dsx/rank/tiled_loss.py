@@ -126,10 +126,12 @@ def wrap(model, tile_tokens: int, zero3: bool):
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, labels, attention_mask=None):
-            hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        def forward(self, input_ids, labels=None, attention_mask=None, position_ids=None, shift_labels=None):
+            """shift_labels: labels already shifted (a sequence-parallel shard's, cut from the whole sequence's)."""
+            hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                           position_ids=position_ids).last_hidden_state
             hidden = hidden.reshape(-1, hidden.shape[-1])
-            flat_labels = shifted_labels(labels).reshape(-1)
+            flat_labels = (shift_labels if shift_labels is not None else shifted_labels(labels)).reshape(-1)
             head = self.model.get_output_embeddings()
             if zero3:
                 loss = checkpointed_tiles_loss(head, hidden, flat_labels, tile_tokens)

@@ -32,6 +32,8 @@ def run_command(request) -> list[str]:
         argv += ["--gpus", str(request.gpus)]
     if request.pipeline_stages is not None:
         argv += ["--pipeline-stages", str(request.pipeline_stages)]
+    if request.sequence_parallel is not None:
+        argv += ["--sequence-parallel", str(request.sequence_parallel)]
     if request.pipeline_partition is not None:
         argv += ["--pipeline-partition", request.pipeline_partition]
     argv += ["--steps", str(request.steps), "--warmup", str(request.warmup)]

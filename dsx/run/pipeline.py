@@ -88,9 +88,12 @@ def pipeline_plan(request, config: dict, world_size: int, resolved, notes: list[
 
 
 def data_parallel(prepared) -> int:
-    """Replicas of the whole model: the world size, or world / stages for a pipeline."""
-    pipe = prepared.rank_plan.pipeline if prepared.rank_plan is not None else None
-    return prepared.world_size // (pipe.stages if pipe else 1)
+    """Replicas of the whole model: the world size, or world / stages for a pipeline, / the ranks of a Ulysses
+    group (dsx.rank.ulysses: they share one micro-batch)."""
+    plan = prepared.rank_plan
+    pipe = plan.pipeline if plan is not None else None
+    sequence = plan.sequence_parallel if plan is not None else None
+    return prepared.world_size // (pipe.stages if pipe else 1) // (sequence or 1)
 
 
 def pipeline_row(prepared, ranks: list, memory) -> Any:

@@ -93,6 +93,7 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         ds_config_path=str(config_path), output_dir=str(run_dir), device=device, flop_check=request.flop_check,
         inject_failure=request.inject_failure, memory_cap=request.memory_cap,
         sparse_attention=trial.sparse.plan if trial.sparse is not None else None, pipeline=trial.pipeline,
+        sequence_parallel=trial.sequence_parallel,
         data=trial.data,
     )
     plan_path = run_dir / PLAN_FILE

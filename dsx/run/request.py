@@ -69,6 +69,8 @@ class RunRequest(NodeRequest):
     """--pipeline-stages: run the model as a deepspeed.pipe.PipelineModule of this many stages (dsx.pipeline)."""
     pipeline_partition: str | None = None
     """--pipeline-partition: DeepSpeed's partition_method (parameters, uniform, type:REGEX); None: parameters."""
+    sequence_parallel: int | None = None
+    """--sequence-parallel N: Ulysses over N ranks per micro-batch (dsx.run.sequence); None: the config's, if any."""
     comm_log: bool = True
     """Count communication with DeepSpeed's comms logger (dsx.comm.logger; --no-comm-log turns it off)."""
     python: str | None = None
@@ -111,6 +113,8 @@ class Trial:
     """dsx.data.DataSpec: what the ranks train on, checked against the model and the run."""
     loss_tile_tokens: int | None = None
     """Tokens per tile of --loss tiled; None: the plain loss."""
+    sequence_parallel: int | None = None
+    """Ranks sharing each micro-batch's sequence (Ulysses); None: no sequence parallelism."""
 
 
 def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str]]:
@@ -185,7 +189,7 @@ def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> t
             raise RunRefused(f"unknown config option(s): {', '.join(sorted(unknown))}")
         try:
             sets += tuple(parse_set(s) for s in onebit_sets + tuple(request.ds_sets))
-            changes["world_size"] = world_size
+            changes["world_size"] = max(1, world_size // (request.sequence_parallel or 1))  # the Ulysses replicas
             config = generate(ConfigRequest(**changes, sets=sets), target)
         except ConfigRequestError as exc:
             raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
@@ -195,13 +199,22 @@ def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> t
     if (kind := kind_of(config)) and not target.is_legacy:
         raise RunRefused(refusal_on(target, kind, f"{request.config_path or 'the config'}: optimizer.type"))
     sparse = take_block(config, target.is_legacy)
-    data_parallel = world_size // (pipeline_stages(request, config, world_size) or 1)
-    findings = lint(config, target=target, world_size=data_parallel, duplicate_keys=duplicates)
+    stages = pipeline_stages(request, config, world_size) or 1
+    sequence = request.sequence_parallel or config.get("sequence_parallel_size")
+    sequence = sequence if isinstance(sequence, int) and not isinstance(sequence, bool) and sequence > 1 else 1
+    if world_size % (stages * sequence):
+        raise RunRefused(f"sequence parallelism over {sequence} ranks must divide the {world_size} rank(s)"
+                         + (f" / {stages} pipeline stages" if stages > 1 else ""))
+    data_parallel = world_size // stages // sequence
+    # linted at the data-parallel size its batch sizes are for; dsx.run.sequence checks sequence_parallel_size
+    linted = {k: v for k, v in config.items() if k != "sequence_parallel_size"} if sequence > 1 else config
+    findings = lint(linted, target=target, world_size=data_parallel, duplicate_keys=duplicates)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         lines = "\n".join("  " + f.render() for f in errors)
         size = (f"world size {world_size}" if data_parallel == world_size else
-                f"data-parallel size {data_parallel} ({world_size} ranks / {world_size // data_parallel} pipeline stages)")
+                f"data-parallel size {data_parallel} ({world_size} ranks / {stages} pipeline stage(s)"
+                + (f" / {sequence} sequence-parallel ranks" if sequence > 1 else "") + ")")
         raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at {size}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
     return config, source, warnings, sparse
@@ -293,8 +306,12 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.schema.batch import BatchError, solve_batch
 
     pipeline = pipeline_plan(request, config, world, resolved, notes)
+    from dsx.run.sequence import sequence_parallel_size
+
+    sequence = sequence_parallel_size(request, config, world, resolved, pipeline, notes)
     try:
-        batch = solve_batch(world // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
+        replicas = world // (pipeline.stages if pipeline else 1) // (sequence or 1)
+        batch = solve_batch(replicas, config.get("train_batch_size"),
                             config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
     except (BatchError, TypeError) as exc:
         raise RunRefused(f"batch sizes: {exc}") from None
@@ -337,7 +354,8 @@ def resolve_trial(request: RunRequest) -> Trial:
                                pipeline=pipeline.model_dump() if pipeline else None,
                                lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None,
                                data=data.trial_part()),
-                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane, data=data, loss_tile_tokens=loss_tile)
+                 layout=layout, sparse=sparse, pipeline=pipeline, lane=lane, data=data, loss_tile_tokens=loss_tile,
+                 sequence_parallel=sequence)
 
 
 def resolve_data(request: RunRequest, resolved, global_batch: int, notes: list[str]):

@@ -1,0 +1,55 @@
+"""--sequence-parallel N (Ulysses, dsx.run.sequence and dsx.rank.ulysses): what is refused before any launch, and
+what a trial becomes. The real runs on 2 CPU ranks are in tests/test_parity.py (dsx check: the same model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsx.run import RunRefused, RunRequest, resolve_trial
+
+
+def _resolve(**fields):
+    return resolve_trial(RunRequest(model=fields.pop("model", "llama-tiny"), **fields))
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(gpus=2, sequence_parallel=3), "sequence parallelism over 3 ranks must divide the 2 rank(s)"),
+    (dict(gpus=3, sequence_parallel=3),
+     "--sequence-parallel 3 must divide llama-tiny's 4 attention heads: after the all-to-all each rank attends with "
+     "heads / 3 of them"),
+    (dict(gpus=2, sequence_parallel=2, model="gpt2-tiny"),
+     "--sequence-parallel 2: dsx runs DeepSpeed's Ulysses on Llama-family models; gpt2-tiny's gpt2 attention does not "
+     "take the output layout Ulysses returns (its c_proj fails on the shape)"),
+    (dict(gpus=2, sequence_parallel=2, model="bert-tiny"),
+     "--sequence-parallel 2: dsx shards a causal LM's sequence; bert-tiny is a masked-lm model"),
+    (dict(gpus=2, sequence_parallel=2, attn="eager"),
+     "--sequence-parallel 2 needs --attn sdpa or flash: DeepSpeed's Ulysses refuses eager attention (its [S, S] "
+     "mask)"),
+    (dict(gpus=2, sequence_parallel=2, seq_len=63, overrides={"max_position_embeddings": 128}),
+     "--sequence-parallel 2 must divide the sequence length 63"),
+])
+def test_where_ulysses_cannot_split_the_run_is_refused(fields, message):
+    with pytest.raises(RunRefused) as refused:
+        _resolve(**fields)
+    assert str(refused.value) == message
+
+
+def test_a_ulysses_group_is_one_replica_of_the_batch():
+    """4 ranks in groups of 2: 2 replicas, so the global batch is micro-batch x grad-accum x 2."""
+    trial = _resolve(gpus=4, sequence_parallel=2, config_flags={"micro_batch": 2, "grad_accum": 3})
+    assert trial.sequence_parallel == 2 and trial.ds_config["sequence_parallel_size"] == 2
+    assert trial.ds_config["train_batch_size"] == 12
+    assert ("Ulysses sequence parallelism over 2 ranks: each holds 32 of the 64 tokens of its group's micro-batch and "
+            "attends with 2 of 4 heads; 2 data-parallel replica(s)") in trial.notes
+    assert trial.key != _resolve(gpus=4, config_flags={"micro_batch": 2, "grad_accum": 3}).key
+
+
+def test_the_parity_reference_of_a_ulysses_run_is_plain_data_parallel_over_its_replicas(tmp_path):
+    from dsx.parity import plan_check
+
+    request = RunRequest(model="llama-tiny", gpus=2, sequence_parallel=2, config_flags={"micro_batch": 2},
+                         results=str(tmp_path / "r.jsonl"))
+    check = plan_check(request, 0, None)
+    reference = check.references[0]
+    assert (reference.request.gpus, reference.world_size, reference.sequence_parallel) == (1, 1, None)
+    assert "sequence_parallel_size" not in reference.ds_config and reference.ds_config["train_batch_size"] == 2
