@@ -53,3 +53,23 @@ def test_the_parity_reference_of_a_ulysses_run_is_plain_data_parallel_over_its_r
     reference = check.references[0]
     assert (reference.request.gpus, reference.world_size, reference.sequence_parallel) == (1, 1, None)
     assert "sequence_parallel_size" not in reference.ds_config and reference.ds_config["train_batch_size"] == 2
+
+
+def test_the_estimate_gives_each_ulysses_rank_its_shard_of_the_activations():
+    """llama-8b at 131,072 tokens on 4 GPUs, ZeRO-3, checkpointing, tiled loss: Ulysses over 4 keeps a quarter of
+    the checkpointed layer inputs per GPU, adds the all-to-all buffers, and trains one replica's tokens."""
+    from dsx.estimate import Setup, estimate
+    from dsx.models import resolve_model
+
+    resolved = resolve_model("llama-8b", {"max_position_embeddings": 131072}, seq_len=131072)
+    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 3}, "optimizer": {"type": "AdamW"}}
+    common = dict(resolved=resolved, ds_config=config, world_size=4, micro_batch=1, act_ckpt=True,
+                  loss_tile_tokens=4194)
+    alone, ulysses = (estimate(Setup(**common, sequence_parallel=n), search_max=False) for n in (None, 4))
+    layers = resolved.num_layers * 131072 * resolved.hidden_size * 2
+    assert alone.breakdown["checkpointed layer inputs"] == layers
+    assert ulysses.breakdown["checkpointed layer inputs"] == layers // 4
+    assert ulysses.breakdown["all-to-all buffers"] == 2 * 32768 * (32 + 2 * 8 + 32) * 128 * 2
+    assert not alone.fits and ulysses.fits
+    assert ulysses.tokens_per_s == pytest.approx(131072 / ulysses.step_time_s)

@@ -41,6 +41,8 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
               help="tiled: the loss a tile of tokens at a time, as dsx run --loss tiled (no whole logits).")
 @click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N", help="Tokens per tile of --loss tiled.")
+@click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
+              help="Ulysses over N of the --gpus, as dsx run --sequence-parallel (each GPU holds 1/N of the sequence).")
 @host_options
 @click.option("--largest", is_flag=True,
               help="The largest model of --model's family that fits here (or on --gpu-kind / --host-memory), with the "
@@ -53,7 +55,8 @@ def nvme_path_of(config: dict) -> str | None:
                    "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
-            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, host_memory, nvme_free,
+            gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, sequence_parallel,
+            host_memory, nvme_free,
             largest, longest, min_tflops, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
@@ -93,7 +96,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                         as_json=as_json, given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
                                                 "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt,
                                                 "compile": compile_, "seq_len": seq_len, "largest": largest,
-                                                "loss": loss != "plain" or loss_tile_tokens, **config_options})
+                                                "loss": loss != "plain" or loss_tile_tokens,
+                                                "sequence_parallel": sequence_parallel, **config_options})
         return
     if largest:
         from dsx.cli.largest import largest_command
@@ -113,7 +117,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     request = RunRequest(
         model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
         config_flags=config_flags(config_options), pipeline_stages=pipeline_stages,
-        pipeline_partition=pipeline_partition)
+        pipeline_partition=pipeline_partition, sequence_parallel=sequence_parallel)
     try:
         config, source, warnings = resolve_config(request, gpus)
         if source == "flags":  # sized to the model as dsx run writes them
@@ -121,8 +125,12 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         pipeline = pipeline_plan(request, config, gpus, resolved, warnings)
         if compile_ and pipeline:
             raise RunRefused("--compile is not supported with --pipeline-stages (dsx run refuses it too)")
-        batch = solve_batch(gpus // (pipeline.stages if pipeline else 1), config.get("train_batch_size"),
-                            config.get("train_micro_batch_size_per_gpu"), config.get("gradient_accumulation_steps"))
+        from dsx.run.sequence import sequence_parallel_size
+
+        sequence = sequence_parallel_size(request, config, gpus, resolved, pipeline, warnings)
+        batch = solve_batch(gpus // (pipeline.stages if pipeline else 1) // (sequence or 1),
+                            config.get("train_batch_size"), config.get("train_micro_batch_size_per_gpu"),
+                            config.get("gradient_accumulation_steps"))
         from dsx.run.loss import resolve_loss
 
         loss_tile = resolve_loss(loss, loss_tile_tokens, resolved, pipeline, batch.train_micro_batch_size_per_gpu, [])
@@ -135,7 +143,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap,
                   pipeline_stages=pipeline.stages if pipeline else None,
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
-                  loss_tile_tokens=loss_tile, host_memory=assumed.host_memory, nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
+                  loss_tile_tokens=loss_tile, sequence_parallel=sequence, host_memory=assumed.host_memory, nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)
     except EstimateError as exc:

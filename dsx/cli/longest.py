@@ -20,6 +20,7 @@ def longest_command(*, model, sets, vocab_pad, gpus, gpu_kind, memory_cap, attn,
     chosen = [flag for key, flag in {**GIVEN_REFUSED, "seq_len": "--seq-len", "act_ckpt": "--act-ckpt",
                                      "compile": "--compile", "loss": "--loss", "largest": "--largest"}.items()
               if given.get(key)]
+    sequence = given.get("sequence_parallel")
     if chosen:
         raise click.UsageError(f"--longest chooses the sequence length and the configuration itself, with either loss: "
                                f"drop {', '.join(chosen)}")
@@ -32,13 +33,14 @@ def longest_command(*, model, sets, vocab_pad, gpus, gpu_kind, memory_cap, attn,
                      precision=[given.get("precision") or "bf16"], optimizer=given.get("optimizer"), lr=given.get("lr"),
                      ds_sets=tuple(given.get("ds_sets") or ()), attn=attn, gpus=[gpus], memory_cap=memory_cap,
                      host_memory=with_host_margin(host_capacity(host_memory)), nvme_free=nvme_free,
-                     nvme_path=given.get("nvme_path"), mb_max=1024)
+                     nvme_path=given.get("nvme_path"), mb_max=1024, sequence_parallel=given.get("sequence_parallel"))
     losses = ["plain", "tiled"] if resolved.task == "causal-lm" else ["plain"]
     answers = [longest(spec, gpu_kind, loss) for loss in losses]
     if as_json:
         click.echo(json.dumps([_as_dict(a) for a in answers], indent=2, default=str))
         return
-    where = (f"{gpus} x {gpu_kind}" + (f" capped at {gib(memory_cap)}" if memory_cap else "")
+    where = (f"{gpus} x {gpu_kind}" + (f", Ulysses over {sequence}" if sequence else "")
+             + (f" capped at {gib(memory_cap)}" if memory_cap else "")
              + f", host {gib(host_capacity(host_memory))}")
     lines = [f"longest sequence of {model} on {where}, micro-batch 1 (dsx.longest: multiples of 1,024 tokens; "
              "one configuration of the default search must fit):"]

@@ -78,6 +78,8 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
               help="Every trial's loss, as dsx run --loss (tiled: no whole logits; the same loss).")
 @click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N", help="Tokens per tile of --loss tiled.")
+@click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
+              help="Ulysses over N ranks in every trial, as dsx run --sequence-parallel.")
 @click.option("--sparse-attention", "sparse_attention", metavar="LIST",
               help="Block-sparse attention axis, as dsx run --sparse-attention: e.g. none,bigbird,fixed (none: dense "
                    "attention); with --vary seq_len=... for sequence length against speed and memory.")
@@ -117,7 +119,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
-            loss, loss_tile_tokens, sparse_attention, sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results,
+            loss, loss_tile_tokens, sequence_parallel, sparse_attention, sparse_sets, data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results,
             retry_failed, no_prune, top, keep_within,
             gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
@@ -191,6 +193,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch, loss=loss, loss_tile_tokens=loss_tile_tokens,
+        sequence_parallel=sequence_parallel,
     )
     grad_accum_given = ctx.get_parameter_source("grad_accum") is not click.core.ParameterSource.DEFAULT
     if max_global_batch is not None and grad_accum_given:

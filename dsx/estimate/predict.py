@@ -128,7 +128,7 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu = setup.gpu
     n = _params(setup)
-    flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt)
+    flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt) / (setup.sequence_parallel or 1)
     if setup.pipeline_stages:
         return pipeline_step_time(setup, micro_batch)
     seconds = gpu.fixed_s_per_param * n / setup.world_size
@@ -156,7 +156,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     fraction = offloaded_fraction(setup)
     host, nvme = host_bytes(setup, n_rank, world, fraction)
     seconds = step_time(setup, setup.micro_batch)
-    tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world
+    tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world // (setup.sequence_parallel or 1)
     notes = []
     if setup.world_size > 1:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")

@@ -48,6 +48,8 @@ class Setup:
     """Ranks sharing one host's RAM and NVMe; None: all world_size ranks (one host)."""
     loss_tile_tokens: int | None = None
     """--loss tiled's tokens per tile (dsx.rank.tiled_loss); None: the plain loss, whose logits exist whole."""
+    sequence_parallel: int | None = None
+    """--sequence-parallel N (Ulysses): each rank holds seq_len / N tokens of its group's micro-batch."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:
@@ -137,7 +139,7 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
     """GPU bytes of activations at the start of the backward pass, by part (dsx.activations, meta device)."""
     from dsx.activations import saved_bytes
 
-    saved = saved_bytes(setup.resolved, setup.attn, precision)
+    saved = saved_bytes(rank_sequence(setup), setup.attn, precision)
     b = micro_batch
     parts: dict[str, int] = {}
     if setup.act_ckpt:
@@ -149,6 +151,12 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
     if setup.loss_tile_tokens:
         del parts["loss gradients"]
         parts.update(tiled_loss_bytes(setup, saved, b, precision))
+    if setup.sequence_parallel:
+        # one layer's q, k, v and attention output, sent and received by the all-to-alls (transient)
+        resolved = setup.resolved
+        width = (resolved.num_heads + 2 * resolved.num_kv_heads + resolved.num_heads) * resolved.head_dim
+        parts["all-to-all buffers"] = 2 * b * (resolved.seq_len // setup.sequence_parallel) * width * \
+            (4 if precision == "fp32" else 2)
     if setup.act_ckpt:
         # later in the backward pass: the loss part is freed and one layer is recomputed
         recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - \
@@ -162,6 +170,18 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
     return parts
 
 
+def rank_sequence(setup: Setup):
+    """The model as one rank runs it: at seq_len / N tokens under Ulysses (the layers, the head and the loss see the
+    rank's shard; attention sees the whole sequence for 1/N of the heads, the same bytes with fused attention)."""
+    if not setup.sequence_parallel:
+        return setup.resolved
+    from dsx.models import resolve_model_cached
+
+    resolved = setup.resolved
+    return resolve_model_cached(resolved.name, resolved.overrides, seq_len=resolved.seq_len // setup.sequence_parallel,
+                                vocab_pad=resolved.vocab_pad)
+
+
 def tiled_loss_bytes(setup: Setup, saved, micro_batch: int, precision: str) -> dict[str, int]:
     """The activation parts --loss tiled changes: the loss keeps no logits (its fp32 log-softmax, logits_per_sample,
     leaves the head's part); one tile is alive at a time (its logits in the model's dtype, their fp32 copy,
@@ -170,7 +190,7 @@ def tiled_loss_bytes(setup: Setup, saved, micro_batch: int, precision: str) -> d
     from dsx.config_facts import zero_stage
 
     resolved = setup.resolved
-    tile = min(setup.loss_tile_tokens, micro_batch * resolved.seq_len)
+    tile = min(setup.loss_tile_tokens, micro_batch * rank_sequence(setup).seq_len)
     dtype_bytes = 4 if precision == "fp32" else 2
     parts = {"embeddings, head, loss": saved.rest_fixed + (saved.rest_per_sample - saved.logits_per_sample) *
              micro_batch, "loss tile": tile * resolved.vocab_size * (dtype_bytes + 3 * 4)}

@@ -178,6 +178,8 @@ class SweepSpec:
     micro-batch (dsx.sweep.trials.global_batch_grad_accum). None: --grad-accum as given."""
     loss: str = "plain"
     loss_tile_tokens: int | None = None
+    sequence_parallel: int | None = None
+    """--sequence-parallel N of every trial (Ulysses; dsx run's)."""
     """--loss / --loss-tile-tokens of every trial (dsx run's: the tiled loss keeps no whole logits)."""
     replicas_seen: dict = field(default_factory=dict, repr=False, compare=False)
     """Cache of dsx.sweep.trials.trial_replicas: configuration -> data-parallel replicas."""
@@ -201,6 +203,8 @@ class SweepSpec:
             nodes.update(max_global_batch=self.max_global_batch)
         if self.loss != "plain" or self.loss_tile_tokens is not None:  # and of sweeps with the plain loss
             nodes.update(loss=self.loss, loss_tile_tokens=self.loss_tile_tokens)
+        if self.sequence_parallel is not None:  # and of sweeps without Ulysses
+            nodes.update(sequence_parallel=self.sequence_parallel)
         if self.search != "grid":  # and of grid sweeps
             nodes.update(search=self.search, grad_accum_choices=self.grad_accum_choices)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
