@@ -205,3 +205,5 @@ def test_ulysses_over_two_ranks_trains_the_same_model_as_one_replica(tmp_path, z
     ref_a, _, candidate = (parse_row(r) for r in read_rows(tmp_path / "runs.jsonl"))
     assert (ref_a.world_size, candidate.world_size, candidate.ds_config["sequence_parallel_size"]) == (1, 2, 2)
     assert candidate.parity.verdict == "same" and candidate.parity.max_abs_diff < 1e-5
+    a2a = [note for note in candidate.comm.notes if note.startswith("Ulysses all-to-alls: ")]
+    assert len(a2a) == 1 and "predicted (x1.00;" in a2a[0]

@@ -205,3 +205,15 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
     total = float(sum(parts.values()))
     return CommPrediction(bytes_per_step=total, paper_bytes_per_step=paper, parts=parts,
                           compressed_bytes_per_step=compressed, notes=notes)
+
+
+def ulysses_all_to_all_bytes(resolved, micro_batch: int, grad_accum: int, size: int, dtype_bytes: int,
+                             act_ckpt: bool) -> float:
+    """Bytes one rank hands DeepSpeed's Ulysses all-to-alls per optimizer step (as the comms logger logs them: each
+    call's input). Per layer and pass, q, k, v (heads, key/value heads) and the attention output (heads), each
+    [seq_len / size, micro_batch, heads, head_dim]; the forward, the backward's mirror of it, and with activation
+    checkpointing the recomputed forward."""
+    passes = 3 if act_ckpt else 2
+    per_layer = (2 * resolved.num_heads + 2 * resolved.num_kv_heads) * resolved.head_dim * \
+        (resolved.seq_len // size) * micro_batch * dtype_bytes
+    return float(per_layer * resolved.num_layers * passes * grad_accum)
