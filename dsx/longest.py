@@ -67,7 +67,8 @@ def longest(spec, gpu: str, loss: str) -> Longest:
     ceiling = min(LIMIT, _positions(spec)) if family.learned_positions else LIMIT
     answer = Longest(loss=loss)
     if ceiling < LIMIT:
-        answer.limit = f"{family.positions_key}={ceiling:,} (learned positions: --set {family.positions_key}=N raises it)"
+        answer.limit = (f"{family.positions_key}={ceiling:,} (learned positions: --set {family.positions_key}=N "
+                        "raises it)")
     reasons: dict[int, str] = {}
 
     def fits(length: int) -> bool:

@@ -3,9 +3,9 @@
 A sweep may change how a model trains, never what it trains. The check runs the candidate configuration and plain
 data parallel on the same data (dsx.data: the same batches for the same global batch whatever the split) from the
 same weights, and compares their loss step by step, warm-up steps included. The reference is the candidate's
-training without the "how": ZeRO off (or --reference-zero), no offload, no pipeline, no compile, no activation
-checkpointing, dense attention, the plain loss; the same model, precision, optimizer, learning rate, clipping, seed, data and
-global batch (reference_config).
+training without the "how": ZeRO off (or --reference-zero), no offload, no pipeline or Ulysses, no compile, no
+activation checkpointing, dense attention, the plain loss; the same model, precision, optimizer, learning rate,
+clipping, seed, data and global batch (reference_config).
 
 The two losses still differ a little: another ZeRO stage, bucket, kernel or micro-batch split rounds the same sums
 differently, and Adam turns small differences into whole steps (its first update is lr x the sign of each
@@ -137,9 +137,10 @@ def _finite(x: float) -> bool:
 
 
 def reference_config(config: dict, micro: int, accum: int, replicas: int, zero: int, fp32: bool = False) -> dict:
-    """The candidate's DeepSpeed config without its "how": ZeRO `zero` with nothing offloaded, no pipeline or Ulysses, no
-    sparse attention or compile block, a 1-bit optimizer replaced by Adam with the same hyper-parameters; the batch
-    sizes of the reference's split; with fp32, bf16 and fp16 off (reference B of a bf16/fp16 candidate)."""
+    """The candidate's DeepSpeed config without its "how": ZeRO `zero` with nothing offloaded, no pipeline or
+    Ulysses, no sparse attention or compile block, a 1-bit optimizer replaced by Adam with the same
+    hyper-parameters; the batch sizes of the reference's split; with fp32, bf16 and fp16 off (reference B of a
+    bf16/fp16 candidate)."""
     from dsx.onebit import kind_of
 
     out = copy.deepcopy(config)
@@ -166,7 +167,8 @@ def reference_request(candidate, trial, config_path: Path, micro: int, accum: in
     return replace(candidate, config_path=str(config_path), preset=None, config_flags={}, ds_sets=(),
                    gpus=replicas if trial.pipeline or trial.sequence_parallel else candidate.gpus, compile=False,
                    act_ckpt=False, sequence_parallel=None,
-                   loss="plain", loss_tile_tokens=None, sparse_attention="none" if trial.sparse is not None else None, sparse_sets=(),
+                   loss="plain", loss_tile_tokens=None,
+                   sparse_attention="none" if trial.sparse is not None else None, sparse_sets=(),
                    pipeline_stages=None, pipeline_partition=None, inject_failure=None, results=results,
                    sweep=None, command=[], flop_check=False,
                    hostfile=None if trial.pipeline else candidate.hostfile)

@@ -223,9 +223,10 @@ def test_the_default_search_takes_the_tiled_loss_where_only_it_fits(tmp_path):
     """llama-1b at 262,144 tokens: its plain loss's fp32 logits (128 GiB) fit no configuration, the tiled loss's do."""
     lines = dry_run(tmp_path, "--model", "llama-1b", "--seq-len", "262144", "--set", "max_position_embeddings=262144",
                     "--mb-max", "1024", *H100)
-    assert lines[1].endswith("; --loss tiled: with the plain loss no configuration is predicted to fit at micro-batch "
-                             "1 (closest, z1 off=cpu bf16 ckpt compile: GPU memory needs 150.55 GiB (per GPU: peak "
-                             "allocated + CUDA context + allocator headroom), has 79.18 GiB), with the tiled loss one is")
+    assert lines[1].endswith(
+        "; --loss tiled: with the plain loss no configuration is predicted to fit at micro-batch 1 (closest, z1 "
+        "off=cpu bf16 ckpt compile: GPU memory needs 150.55 GiB (per GPU: peak allocated + CUDA context + allocator "
+        "headroom), has 79.18 GiB), with the tiled loss one is")
     assert "(start at micro-batch 1, predicted" in planned(lines)[0]
 
 

@@ -143,7 +143,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap,
                   pipeline_stages=pipeline.stages if pipeline else None,
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
-                  loss_tile_tokens=loss_tile, sequence_parallel=sequence, host_memory=assumed.host_memory, nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
+                  loss_tile_tokens=loss_tile, sequence_parallel=sequence, host_memory=assumed.host_memory,
+                  nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)
     except EstimateError as exc:

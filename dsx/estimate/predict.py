@@ -128,7 +128,8 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu = setup.gpu
     n = _params(setup)
-    flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt) / (setup.sequence_parallel or 1)
+    flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt)
+    flops /= setup.sequence_parallel or 1  # a Ulysses rank computes its shard's tokens
     if setup.pipeline_stages:
         return pipeline_step_time(setup, micro_batch)
     seconds = gpu.fixed_s_per_param * n / setup.world_size

@@ -70,7 +70,8 @@ class SequenceParallelTrainer(Trainer):
             total = count.clone()
             torch.distributed.all_reduce(total, group=self.group)
             if self.tiled_loss:  # dsx.rank.tiled_loss's module: the mean over this shard's labels
-                shard_sum = self.engine(input_ids=ids[:, shard], position_ids=positions, shift_labels=labels).loss * count
+                output = self.engine(input_ids=ids[:, shard], position_ids=positions, shift_labels=labels)
+                shard_sum = output.loss * count
             else:
                 logits = self.engine(input_ids=ids[:, shard], position_ids=positions).logits
                 shard_sum = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),

@@ -101,8 +101,9 @@ def search_micro_batch(probe: Probe, start: int, maximum: int, tolerance: float 
         top = maximum if allowed is None else allowed[-1]
         while fits(mb, "grow"):
             if mb >= top:
-                result.stopped = (f"--mb-max {maximum} fits; the out-of-memory boundary lies above it" if allowed is None
-                                  else f"micro-batch {top} fits, the largest of the candidates (the global-batch cap)")
+                result.stopped = (
+                    f"--mb-max {maximum} fits; the out-of-memory boundary lies above it" if allowed is None
+                    else f"micro-batch {top} fits, the largest of the candidates (the global-batch cap)")
                 return result
             mb = min(at_least(max(mb + 1, int(mb * step))), top)
         if result.largest_fit is None and step < 2:
