@@ -265,14 +265,14 @@ def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Fig
         from dsx.comm.predict import ulysses_all_to_all_bytes
 
         expected = ulysses_all_to_all_bytes(prepared.resolved, prepared.micro_batch, prepared.grad_accum, size,
-                                            4 if prepared.precision == "fp32" else 2, request_act_ckpt(prepared))
+                                            4 if prepared.precision == "fp32" else 2, _act_ckpt(prepared))
         measured = comm.collectives["all_to_all_single"].bytes_per_step
         comm.notes.append(f"Ulysses all-to-alls: {measured:,.0f} bytes/step measured, {expected:,.0f} predicted "
                           f"(x{measured / expected:.2f}; dsx.comm.predict.ulysses_all_to_all_bytes)")
     return comm
 
 
-def request_act_ckpt(prepared) -> bool:
+def _act_ckpt(prepared) -> bool:
     return bool(prepared.rank_plan.toggles.act_ckpt) if prepared.rank_plan is not None else False
 
 

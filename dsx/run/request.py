@@ -202,7 +202,7 @@ def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> t
     stages = pipeline_stages(request, config, world_size) or 1
     sequence = request.sequence_parallel or config.get("sequence_parallel_size")
     sequence = sequence if isinstance(sequence, int) and not isinstance(sequence, bool) and sequence > 1 else 1
-    if world_size % (stages * sequence):
+    if sequence > 1 and world_size % (stages * sequence):
         raise RunRefused(f"sequence parallelism over {sequence} ranks must divide the {world_size} rank(s)"
                          + (f" / {stages} pipeline stages" if stages > 1 else ""))
     data_parallel = world_size // stages // sequence
