@@ -78,16 +78,16 @@
 #                             the fastest measured; its plan (--dry-run) first, in the log
 #   largest4    ~6-9 min      `dsx estimate --model llama-8b --largest --gpus 4 --gpu-kind h100-80gb --json` on the
 #                             host (its RAM from psutil), then that model as proposed: a one-configuration sweep
-#                             (bench/largest/axes.py) at the proposed micro-batch, 3 timed steps after 1. Here, on the
-#                             CPU machine, with the x4 host's RAM given:
-#        dsx estimate --model llama-8b --largest --gpu-kind h100-80gb --gpus 4 --host-memory 500GiB
-#        -> 34B parameters: 67 layers, hidden 6144, 48 heads / 8 KV heads, FFN 21504, untied; z3 off=cpu:0.6 bf16 ckpt
-#           4gpu ga2, micro-batch 2; predicted 72.8 GiB allocated per GPU, host 106.11 GiB per rank (planned against
-#           429.5 GiB: 500 less 14.1%), 1,166 tokens/s, 61 model TFLOP/s per GPU (the estimate's low side for Llama
-#           under offload: 8.47B on one H100 was predicted at 66, measured at 122.8); the next size, 47.3B, needs
-#           93.9 GiB per GPU. (512GiB: the same 34B; 460GiB: 32.1B, 63 layers.)
-#                             Before the run: the CPU-Adam op build and a pinned-memory probe (how fast the host
-#                             page-locks memory, as deepspeed.initialize does for the offloaded optimizer state);
+#                             (bench/largest/axes.py) at the proposed micro-batch, 2 timed steps after 1. Here, on the
+#                             CPU machine, with the x4 host's RAM given and LARGEST_CAP=70GiB:
+#        dsx estimate --model llama-8b --largest --gpu-kind h100-80gb --gpus 4 --host-memory 500GiB --memory-cap 70GiB
+#        -> 30.2B parameters: 59 layers, hidden 6144, 48 heads / 8 KV heads, FFN 21504, untied; z3 off=cpu:0.7 bf16
+#           ckpt 4gpu ga4, micro-batch 4; predicted 64.2 GiB allocated per GPU, host 107.14 GiB per rank (binds),
+#           2,431 tokens/s, 113 model TFLOP/s per GPU, 53.9 s per step (grad-accum 4: the fastest predicted with a
+#           step under LARGEST_STEP_SECONDS, dsx.sweep.space). Without the cap (first try, 2026-11-27): 34B, 67
+#           layers, ratio 0.6, micro-batch 2 x ga 2, 72.8 GiB per GPU: its warm-up step ran at the memory limit.
+#                             Before the run: the CPU-Adam op build (PIN_PROBE=1: a pinned-memory probe, how fast the
+#                             host page-locks memory, as deepspeed.initialize does for the offloaded optimizer state);
 #                             after it, DeepSpeed's log lines of the initialisation with their times ('ds-init:'),
 #                             the row's overhead and memory. -> $OUT/largest4.json (the answer), .jsonl, .log
 #   largest4-omp  ~6-9 min    the same with OMP_NUM_THREADS = cores / 4 and OMP_WAIT_POLICY=PASSIVE for the ranks
@@ -340,7 +340,8 @@ for p in "$@"; do
       if [ -z "${DRY:-}" ]; then
         BUILD_S=200 build_ops CPUAdamBuilder  # the offloaded optimizer's step
         free -g >>"$log"
-        pin_probe
+        # how fast the host page-locks memory (measured in largest4-omp.log; PIN_PROBE=1 measures it again)
+        [ "${PIN_PROBE:-0}" = 1 ] && pin_probe
       fi
       # the answer for this host (psutil's RAM), for h100-80gb cards (the calibrated kind; an H200 has more)
       # LARGEST_CAP (e.g. 70GiB): plan for less than the card, a step down from the rung whose first try (2026-11-27,
@@ -353,10 +354,12 @@ for p in "$@"; do
         mapfile -t axes < <(python3 bench/largest/axes.py "$rows/$p.json")
         echo "proposed: ${axes[*]}" >>"$log"
         # one configuration at the proposed micro-batch (smaller only if it runs out of memory)
-        trial_s=$(( $(time_left) - 100 ))  # the trial ends (with its row) before the command's deadline
-        [ "$trial_s" -gt 460 ] && trial_s=460
-        # --retry-failed: a trial that timed out in an earlier command runs again (the results file is the state)
-        dsx_sweep 540 "${axes[@]}" --gpu-kind h100-80gb --steps 3 --warmup 1 --trial-timeout "$trial_s" --retry-failed
+        trial_s=$(( $(time_left) - 70 ))  # the trial ends (with its row) before the command's deadline
+        [ "$trial_s" -gt 480 ] && trial_s=480
+        # --retry-failed: a trial that timed out in an earlier command runs again (the results file is the state);
+        # 2 timed steps after 1: at 30B the proposal's step is up to a minute (LARGEST_STEP_SECONDS) and
+        # deepspeed.initialize ~2 minutes
+        dsx_sweep 560 "${axes[@]}" --gpu-kind h100-80gb --steps 2 --warmup 1 --trial-timeout "$trial_s" --retry-failed
         [ -n "${DRY:-}" ] || init_lines
       fi
       finish
