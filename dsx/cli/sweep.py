@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from dsx.cli.lane_options import python_option
-from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, node_options,
-                             pick_gpu_kind)
+from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, long_context_options,
+                             node_options, pick_gpu_kind)
 from dsx.cli.sweep_axes import (_act_ckpt, _booleans, _buckets, _choices, _ints, _one_or_list, _ratios, _sparse_words,
                                 _stages, _vary)
 
@@ -75,11 +75,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation of every trial (flash: flash_attn on CUDA).")
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
-@click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
-              help="Every trial's loss, as dsx run --loss (tiled: no whole logits; the same loss).")
-@click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N", help="Tokens per tile of --loss tiled.")
-@click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
-              help="Ulysses over N ranks in every trial, as dsx run --sequence-parallel.")
+@long_context_options
 @click.option("--sparse-attention", "sparse_attention", metavar="LIST",
               help="Block-sparse attention axis, as dsx run --sparse-attention: e.g. none,bigbird,fixed (none: dense "
                    "attention); with --vary seq_len=... for sequence length against speed and memory.")
