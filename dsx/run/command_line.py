@@ -65,5 +65,7 @@ def run_command(request) -> list[str]:
                 argv += ["--" + key.replace("_", "-"), str(value)]
     if request.python:
         argv += ["--python", request.python]
+    if not request.comm_log:
+        argv.append("--no-comm-log")
     argv += ["--results", request.results]
     return argv
