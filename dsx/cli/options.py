@@ -250,11 +250,18 @@ _LONG_CONTEXT_OPTIONS = (
                       "(DeepSpeed's UlyssesSPAttentionHF; heads and sequence length must divide by N)."),
     click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N",
                  help="Tokens per tile of --loss tiled (default: 512 MiB of fp32 logits)."),
+    click.option("--act-ckpt-offload", is_flag=True,
+                 help="With --act-ckpt: keep each checkpointed layer's input in host memory (pinned), not on the GPU "
+                      "(ALST's checkpoint offload; the same gradients)."),
+    click.option("--tiled-mlp", is_flag=True,
+                 help="Llama MLPs a slice of tokens at a time (DeepSpeed's TiledMLP): no whole [tokens, "
+                      "intermediate] tensors (the same gradients; the MLP is recomputed in the backward pass)."),
 )
 
 
 def long_context_options(f):
-    """--loss, --sequence-parallel, --loss-tile-tokens (dsx.run.loss, dsx.run.sequence): run, estimate, sweep."""
+    """--loss, --sequence-parallel, --loss-tile-tokens, --act-ckpt-offload, --tiled-mlp (dsx.run.loss,
+    dsx.run.sequence, dsx.run.memory_savers): run, estimate, sweep."""
     for option in reversed(_LONG_CONTEXT_OPTIONS):
         f = option(f)
     return f

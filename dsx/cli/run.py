@@ -77,7 +77,7 @@ def request_of(options: dict, command: list[str]):
         sparse_sets=tuple(o["sparse_sets"]), comm_log=o["comm_log"], python=o["python"], data=o["data"],
         data_dtype=o["data_dtype"], data_seed=o["data_seed"], **{key: o[key] for key in NODE_KEYS},
         pipeline_stages=o["pipeline_stages"], pipeline_partition=o["pipeline_partition"],
-        sequence_parallel=o["sequence_parallel"],
+        sequence_parallel=o["sequence_parallel"], act_ckpt_offload=o["act_ckpt_offload"], tiled_mlp=o["tiled_mlp"],
     )
 
 

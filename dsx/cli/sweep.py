@@ -116,8 +116,8 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
-            loss, loss_tile_tokens, sequence_parallel, sparse_attention, sparse_sets, data, data_dtype, data_seed,
-            check, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
+            loss, loss_tile_tokens, sequence_parallel, act_ckpt_offload, tiled_mlp, sparse_attention, sparse_sets,
+            data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
             gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, comm_log, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
@@ -190,8 +190,13 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch, loss=loss, loss_tile_tokens=loss_tile_tokens,
-        sequence_parallel=sequence_parallel, comm_log=comm_log,
+        sequence_parallel=sequence_parallel, comm_log=comm_log, act_ckpt_offload=act_ckpt_offload,
+        tiled_mlp=tiled_mlp,
     )
+    if act_ckpt_offload and True not in spec.act_ckpt and spec.search == "grid" and \
+            ctx.get_parameter_source("act_ckpt") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--act-ckpt-offload keeps the inputs activation checkpointing saves in host memory: "
+                               "add on to --act-ckpt")
     grad_accum_given = ctx.get_parameter_source("grad_accum") is not click.core.ParameterSource.DEFAULT
     if max_global_batch is not None and grad_accum_given:
         raise click.UsageError(f"--max-global-batch {max_global_batch} derives each trial's grad-accum from its "

@@ -47,6 +47,10 @@ class RunRequest(NodeRequest):
     """--loss: plain (transformers' head and loss) or tiled (dsx.rank.tiled_loss)."""
     loss_tile_tokens: int | None = None
     """--loss-tile-tokens of --loss tiled (None: dsx.rank.tiled_loss.default_tile_tokens)."""
+    act_ckpt_offload: bool = False
+    """--act-ckpt-offload: checkpointed layer inputs kept in host memory (dsx.rank.memory_savers)."""
+    tiled_mlp: bool = False
+    """--tiled-mlp: Llama MLPs through DeepSpeed's TiledMLP (dsx.rank.memory_savers)."""
     results: str = DEFAULT_RESULTS
     timeout_s: float | None = DEFAULT_TIMEOUT_S
     flop_check: bool = False
@@ -325,6 +329,9 @@ def resolve_trial(request: RunRequest) -> Trial:
 
     loss_tile = resolve_loss(request.loss, request.loss_tile_tokens, resolved, pipeline,
                              batch.train_micro_batch_size_per_gpu, notes)
+    from dsx.run.memory_savers import check_memory_savers
+
+    check_memory_savers(request, resolved, pipeline, notes)
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide
@@ -351,6 +358,8 @@ def resolve_trial(request: RunRequest) -> Trial:
                                toggles={"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
                                         "act_ckpt": request.act_ckpt,
                                         **({"loss": "tiled", "loss_tile_tokens": loss_tile} if loss_tile else {}),
+                                        **({"act_ckpt_offload": True} if request.act_ckpt_offload else {}),
+                                        **({"tiled_mlp": True} if request.tiled_mlp else {}),
                                         **({"sparse_attention": {"requested": requested, **sparse.info["params"]}}
                                            if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
