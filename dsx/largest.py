@@ -220,7 +220,7 @@ def largest(spec, gpu: str, min_tflops: float | None = None) -> Answer:
     answer.rung = shapes[low]
     if high < len(shapes):
         answer.next_rung, answer.next_reason = shapes[high], reasons.get(high)
-    answer.plan, answer.estimate = _best_plan(_rung_spec(spec, answer.rung, ladder.family), gpu)
+    answer.plan, answer.estimate = best_plan(_rung_spec(spec, answer.rung, ladder.family), gpu)
     return answer
 
 
@@ -284,7 +284,7 @@ def predicted_tflops(rung_spec, estimate) -> float:
 
 def _fast_enough(spec, rung: Rung, gpu: str, min_tflops: float) -> tuple[bool, str]:
     rung_spec = _rung_spec(spec, rung, ladder_of(spec.model).family)
-    best, predicted = _best_plan(rung_spec, gpu)
+    best, predicted = best_plan(rung_spec, gpu)
     if best is None:
         return False, "no configuration is predicted to run it"
     tflops = predicted_tflops(rung_spec, predicted)
@@ -294,7 +294,9 @@ def _fast_enough(spec, rung: Rung, gpu: str, min_tflops: float) -> tuple[bool, s
     return True, ""
 
 
-def _best_plan(rung_spec, gpu: str):
+def best_plan(rung_spec, gpu: str):
+    """The configuration the default search of `rung_spec` would run first (the fastest predicted that fits) and its
+    estimate; (None, None) when every one is skipped."""
     from dsx.estimate import estimate
     from dsx.sweep.planning import plan
     from dsx.sweep.space import sweep_configurations

@@ -58,7 +58,7 @@ def _positions(spec) -> int:
 
 def longest(spec, gpu: str, loss: str) -> Longest:
     """The longest sequence of spec.model (multiples of STEP) that fits at micro-batch 1 with `loss`."""
-    from dsx.largest import _best_plan, configuration_fits
+    from dsx.largest import best_plan, configuration_fits
     from dsx.model_presets import FAMILIES
     from dsx.models import resolve_model
 
@@ -100,5 +100,5 @@ def longest(spec, gpu: str, loss: str) -> Longest:
         return answer
     answer.length = low
     answer.spec = length_spec(spec, low, family)
-    answer.plan, answer.estimate = _best_plan(answer.spec, gpu)
+    answer.plan, answer.estimate = best_plan(answer.spec, gpu)
     return answer

@@ -167,7 +167,7 @@ def reference_request(candidate, trial, config_path: Path, micro: int, accum: in
     return replace(candidate, config_path=str(config_path), preset=None, config_flags={}, ds_sets=(),
                    gpus=replicas if trial.pipeline or trial.sequence_parallel else candidate.gpus, compile=False,
                    act_ckpt=False, sequence_parallel=None,
-                   loss="plain", loss_tile_tokens=None,
+                   loss="plain", loss_tile_tokens=None, act_ckpt_offload=False, tiled_mlp=False,
                    sparse_attention="none" if trial.sparse is not None else None, sparse_sets=(),
                    pipeline_stages=None, pipeline_partition=None, inject_failure=None, results=results,
                    sweep=None, command=[], flop_check=False,

@@ -67,6 +67,10 @@ class Toggles(_Row):
     loss: str = "plain"
     """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss."""
     loss_tile_tokens: int | None = None
+    act_ckpt_offload: bool = False
+    """--act-ckpt-offload: each checkpointed layer's input kept in host memory (dsx.rank.memory_savers)."""
+    tiled_mlp: bool = False
+    """--tiled-mlp: Llama MLPs a slice of tokens at a time (DeepSpeed's TiledMLP; dsx.rank.memory_savers)."""
 
 
 class StepTime(_Row):

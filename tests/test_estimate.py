@@ -311,3 +311,13 @@ def test_search_from_a_predicted_start_shrinks_when_it_does_not_fit():
     result = search_micro_batch(probe, 50, 1024, step=1.25)
     assert result.largest_fit == limit and result.first_oom == limit + 1
     assert tried[:2] == [(50, "grow"), (40, "shrink")]
+
+
+def test_an_h200_row_is_judged_with_the_h100_constants_and_its_own_memory():
+    row = json.loads((ROOT / "bench/multigpu/rows/dp2-eager.jsonl").read_text().splitlines()[0])
+    assert row["gpu_name"] == "NVIDIA H200"
+    kind = setup_of_row(row).gpu
+    assert kind.total_bytes == row["memory"]["capacity"] > GPUS["h100-80gb"].total_bytes
+    assert (kind.achieved_fraction, kind.cpu_step_s_per_param) == (GPUS["h100-80gb"].achieved_fraction,
+                                                                   GPUS["h100-80gb"].cpu_step_s_per_param)
+    assert kind.name == "NVIDIA H200" and "the same chip" in kind.source

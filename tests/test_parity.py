@@ -207,3 +207,21 @@ def test_ulysses_over_two_ranks_trains_the_same_model_as_one_replica(tmp_path, z
     assert candidate.parity.verdict == "same" and candidate.parity.max_abs_diff < 1e-5
     a2a = [note for note in candidate.comm.notes if note.startswith("Ulysses all-to-alls: ")]
     assert len(a2a) == 1 and "predicted (x1.00;" in a2a[0]
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+@pytest.mark.parametrize("zero", ["2", "3"])
+def test_checkpoint_offload_and_the_tiled_mlp_train_the_same_model(tmp_path, zero):
+    """--act-ckpt --act-ckpt-offload --tiled-mlp on 2 CPU ranks at grad-accum 2, sequence 128 (two MLP slices of
+    llama-tiny's 64-wide hidden states: TiledMLP holds ZeRO's reduction to the last slice) against plain data
+    parallel."""
+    out = dsx("check", tmp_path / "runs.jsonl", "--model", "llama-tiny", "--precision", "fp32", "--lr", "3e-3",
+              "--seq-len", "128", "--steps", "6", "--warmup", "1", "--gpus", "2", "--zero", zero,
+              "--micro-batch", "2", "--grad-accum", "2", "--act-ckpt", "--act-ckpt-offload", "--tiled-mlp")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ref_a, _, candidate = (parse_row(r) for r in read_rows(tmp_path / "runs.jsonl"))
+    assert (ref_a.toggles.act_ckpt_offload, ref_a.toggles.tiled_mlp) == (False, False)
+    assert (candidate.toggles.act_ckpt_offload, candidate.toggles.tiled_mlp) == (True, True)
+    assert "--tiled-mlp: 2 MLP(s) run through TiledMLP" in candidate.notes
+    assert candidate.parity.verdict == "same" and candidate.parity.max_abs_diff < 1e-5

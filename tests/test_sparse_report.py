@@ -15,6 +15,7 @@ from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import run_request
 
 SPARSE_ROWS = ROOT / "tests/fixtures/rows/cpu_sparse.jsonl"
+LONG_CONTEXT_ROWS = ROOT / "tests/fixtures/rows/cpu_long_context.jsonl"
 H100 = ROOT / "tests/fixtures/rows/h100.jsonl"
 
 
@@ -54,7 +55,7 @@ def _lines(table):
 def test_long_context_table_puts_each_sparse_row_beside_the_dense_row_of_its_length():
     rows = read_rows(SPARSE_ROWS)
     table = rp.long_context_table(rows)
-    assert table.columns[:6] == ["seq", "attention", "block", "tiles", "tokens/s", "memory GiB"]
+    assert table.columns[:8] == ["seq", "attention", "loss", "GPUs (SP)", "block", "tiles", "tokens/s", "memory GiB"]
     assert [line[:2] for line in _lines(table)] == [["64", "dense"], ["64", "bigbird"], ["64", "local"],
                                                     ["128", "dense"], ["128", "bigbird"], ["128", "local"]]
     dense = {r["model"]["seq_len"]: r for r in rows if not r.get("sparse_attention")}
@@ -62,8 +63,19 @@ def test_long_context_table_puts_each_sparse_row_beside_the_dense_row_of_its_len
             r.get("sparse_attention")), (r.get("sparse_attention") or {}).get("mode", "")))):
         base = dense[row["model"]["seq_len"]]
         ratio = row["figures"]["tokens_per_s"] / base["figures"]["tokens_per_s"]
-        assert line[6] == f"{ratio:.2f}"
-        assert line[4] == f"{row['figures']['tokens_per_s']:,.0f}"
+        assert line[8] == f"{ratio:.2f}"
+        assert line[6] == f"{row['figures']['tokens_per_s']:,.0f}"
+
+
+def test_tiled_loss_and_ulysses_rows_sit_beside_the_plain_one_rank_row_of_their_length():
+    rows = read_rows(LONG_CONTEXT_ROWS)  # llama-tiny, seq 128, CPU: plain, tiled; 2 ranks Ulysses 2 plain, tiled
+    table = rp.long_context_table(rows)
+    assert len([r for r in table.rows if isinstance(r, str)]) == 1  # one family whatever the ranks
+    assert [line[1:4] for line in _lines(table)] == [["dense", "plain", "1"], ["dense", "tiled", "1"],
+                                                     ["dense", "plain", "2 (2)"], ["dense", "tiled", "2 (2)"]]
+    base = next(r for r in rows if r["world_size"] == 1 and r["toggles"]["loss"] == "plain")
+    for line, row in zip(_lines(table)[1:], [r for r in rows if r is not base]):
+        assert line[8] == f"{row['figures']['tokens_per_s'] / base['figures']['tokens_per_s']:.2f}"
 
 
 def test_no_long_context_table_without_sparse_rows():
@@ -78,4 +90,4 @@ def test_rows_are_selected_by_their_sparse_attention(where, count):
 def test_the_report_shows_the_long_context_table():
     result = CliRunner().invoke(cli, ["report", str(SPARSE_ROWS), "--format", "markdown"])
     assert result.exit_code == 0, result.output
-    assert "## Long context: sparse beside dense attention" in result.output
+    assert "## Long context: sequence length, method, speed and memory" in result.output

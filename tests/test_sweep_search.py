@@ -71,6 +71,16 @@ def test_the_ratio_reaches_the_deepspeed_config_and_the_command_that_repeats_the
     assert "offload_ratio" not in sweep_configurations(SweepSpec(model="gpt2-tiny", zero=[3], offload=["cpu"]))[0].as_dict()
 
 
+def test_no_comm_log_reaches_every_trial_and_its_reproduce_line():
+    quiet = SweepSpec(model="gpt2-tiny", zero=[3], offload=["none"], comm_log=False)
+    (configuration,) = sweep_configurations(quiet)
+    request = run_request(quiet, configuration, 2, "grow")
+    assert request.comm_log is False and "--no-comm-log" in request.command
+    logged = SweepSpec(model="gpt2-tiny", zero=[3], offload=["none"])
+    assert "--no-comm-log" not in run_request(logged, configuration, 2, "grow").command
+    assert quiet.sweep_id() != logged.sweep_id()
+
+
 def test_offload_ratio_alone_means_cpu_offload(tmp_path):
     lines = dry_run(tmp_path, "--zero", "3", "--offload-ratio", "0.5,1", "--micro-batch", "1")
     assert planned(lines) == ["  1. z3 off=cpu:0.5 bf16", "  2. z3 off=cpu bf16"]

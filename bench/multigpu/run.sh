@@ -346,8 +346,10 @@ for p in "$@"; do
       # the answer for this host (psutil's RAM), for h100-80gb cards (the calibrated kind; an H200 has more)
       # LARGEST_CAP (e.g. 70GiB): plan for less than the card, a step down from the rung whose first try (2026-11-27,
       # 34B at 72.8 of 79.2 GiB predicted) flushed the allocator's cache every step at the memory limit
+      # --host-memory: this host's RAM, given (dsx estimate assumes the kind's calibration host, 125 GiB, when the
+      # visible GPUs are not of --gpu-kind: on 4 x H200 it answered 16.9B for a 125 GiB host, 2026-11-27)
       estimate=(python3 -m dsx estimate --model llama-8b --largest --gpus 4 --gpu-kind h100-80gb --json
-                ${LARGEST_CAP:+--memory-cap "$LARGEST_CAP"})
+                --host-memory "$(free -b | awk '/^Mem:/ {print $2}')" ${LARGEST_CAP:+--memory-cap "$LARGEST_CAP"})
       echo "+ ${estimate[*]}" >>"$log"
       if timeout 180 "${estimate[@]}" >"$rows/$p.json" 2>>"$log"; then
         cat "$rows/$p.json" >>"$log"
@@ -359,7 +361,10 @@ for p in "$@"; do
         # --retry-failed: a trial that timed out in an earlier command runs again (the results file is the state);
         # 2 timed steps after 1: at 30B the proposal's step is up to a minute (LARGEST_STEP_SECONDS) and
         # deepspeed.initialize ~2 minutes
-        dsx_sweep 560 "${axes[@]}" --gpu-kind h100-80gb --steps 2 --warmup 1 --trial-timeout "$trial_s" --retry-failed
+        # --no-comm-log: the comms logger synchronises after each of ZeRO-3's thousands of collectives a step (the
+        # 16.9B row with it: 91.5 s a step, 2.2x the prediction; its bytes matched dsx.comm's to 0.5%)
+        dsx_sweep 560 "${axes[@]}" --gpu-kind h100-80gb --steps 2 --warmup 1 --trial-timeout "$trial_s" --retry-failed \
+          --no-comm-log
         [ -n "${DRY:-}" ] || init_lines
       fi
       finish

@@ -8,7 +8,7 @@ import sys
 import click
 
 from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, host_options,
-                             model_options, pick_gpu_kind, pipeline_options)
+                             long_context_options, model_options, pick_gpu_kind, pipeline_options)
 from dsx.fit import nvme_capacity
 from dsx.units import GIB, MIB
 
@@ -38,11 +38,7 @@ def nvme_path_of(config: dict) -> str | None:
                  "bare --act-ckpt is on.")
 @click.option("--compile", "compile_", is_flag=True, help="DeepSpeed's engine.compile(), as dsx run --compile (its "
                                                           "activation and speed factors: dsx.calibration).")
-@click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
-              help="tiled: the loss a tile of tokens at a time, as dsx run --loss tiled (no whole logits).")
-@click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N", help="Tokens per tile of --loss tiled.")
-@click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
-              help="Ulysses over N of the --gpus, as dsx run --sequence-parallel (each GPU holds 1/N of the sequence).")
+@long_context_options
 @host_options
 @click.option("--largest", is_flag=True,
               help="The largest model of --model's family that fits here (or on --gpu-kind / --host-memory), with the "

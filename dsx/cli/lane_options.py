@@ -14,11 +14,17 @@ def python_option(f):
                              "optimizers); the config is linted for its DeepSpeed.")(f)
 
 
+def comm_log_option(f):
+    """--comm-log/--no-comm-log of dsx run (and of every trial of dsx sweep)."""
+    return click.option("--comm-log/--no-comm-log", "comm_log", default=True, show_default=True,
+                        help="Count bytes and calls per collective with DeepSpeed's comms logger (it synchronises the "
+                             "device after every collective, thousands per step under ZeRO-3: --no-comm-log times "
+                             "a run without it).")(f)
+
+
 def run_lane_options(f):
     """--python, --onebit and --comm-log/--no-comm-log of `dsx run`."""
-    f = click.option("--comm-log/--no-comm-log", "comm_log", default=True, show_default=True,
-                     help="Count bytes and calls per collective with DeepSpeed's comms logger (it synchronises the "
-                          "device after every collective: --no-comm-log times a run without it).")(f)
+    f = comm_log_option(f)
     f = click.option("--onebit", type=click.Choice(["adam", "zero-one-adam", "lamb"]),
                      help="1-bit optimizer (DeepSpeed 0.18 only: with --python; defaults to --zero 0 --precision "
                           "fp16 and a freeze step half-way through the timed steps).")(f)

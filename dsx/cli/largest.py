@@ -55,16 +55,20 @@ def _family(answer) -> str:
     return LADDERS[answer.ladder].family
 
 
-def _command(answer, spec) -> str:
+def plan_command(spec, plan) -> str:
+    """The `dsx run` command line of a planned configuration (its results file left to dsx run's default)."""
     import shlex
 
     from dsx.sweep.trials import run_request
 
+    request = run_request(spec, plan.configuration, plan.start, "fixed")
+    return shlex.join([a for a in request.command if a not in ("--results", request.results)])
+
+
+def _command(answer, spec) -> str:
     rung_spec = spec.__class__(**{**spec.__dict__, "overrides": {**spec.overrides,
                                                                  **answer.rung.overrides(_family(answer))}})
-    request = run_request(rung_spec, answer.plan.configuration, answer.plan.start, "fixed")
-    argv = [a for a in request.command if a not in ("--results", request.results)]
-    return shlex.join(argv)
+    return plan_command(rung_spec, answer.plan)
 
 
 def _lines(answer, spec, gpu_kind: str, host: int, min_tflops: float | None) -> list[str]:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from dsx.cli.largest import GIVEN_REFUSED
+from dsx.cli.largest import GIVEN_REFUSED, plan_command
 from dsx.units import fmt_gib, gib
 
 
@@ -51,15 +51,6 @@ def longest_command(*, model, sets, vocab_pad, gpus, gpu_kind, memory_cap, attn,
     click.echo("\n".join(lines))
 
 
-def _command(answer) -> str:
-    import shlex
-
-    from dsx.sweep.trials import run_request
-
-    request = run_request(answer.spec, answer.plan.configuration, answer.plan.start, "fixed")
-    return shlex.join([a for a in request.command if a not in ("--results", request.results)])
-
-
 def _lines(answer) -> list[str]:
     head = f"  --loss {answer.loss}:"
     if answer.length is None:
@@ -72,7 +63,7 @@ def _lines(answer) -> list[str]:
         lines += [f"    configuration: {answer.plan.configuration.label}, micro-batch {answer.plan.start}",
                   f"    predicted: {fmt_gib(e.peak_allocated)} GiB allocated on the GPU, host {gib(e.host_per_rank)} "
                   f"per rank, {e.tokens_per_s:,.0f} tokens/s; binds: {e.binding}",
-                  f"    run it: {_command(answer)}"]
+                  f"    run it: {plan_command(answer.spec, answer.plan)}"]
     if answer.next_length is not None:
         lines.append(f"    {answer.next_length:,} tokens do not fit: {answer.next_reason}")
     if answer.limit:
@@ -84,6 +75,6 @@ def _as_dict(answer) -> dict:
     data = {"loss": answer.loss, "longest": answer.length, "next": answer.next_length,
             "next_reason": answer.next_reason, "limit": answer.limit}
     if answer.plan is not None:
-        data.update(label=answer.plan.configuration.label, micro_batch=answer.plan.start, command=_command(answer),
+        data.update(label=answer.plan.configuration.label, micro_batch=answer.plan.start, command=plan_command(answer.spec, answer.plan),
                     estimate=answer.estimate.as_dict())
     return data

@@ -241,6 +241,32 @@ def host_options(f):
     return f
 
 
+_LONG_CONTEXT_OPTIONS = (
+    click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
+                 help="tiled: the causal-LM loss a tile of tokens at a time, never the whole [tokens, vocab] logits "
+                      "(the same loss and gradients; for long sequences)."),
+    click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
+                 help="Ulysses sequence parallelism: N ranks share each micro-batch, each holding 1/N of its sequence "
+                      "(DeepSpeed's UlyssesSPAttentionHF; heads and sequence length must divide by N)."),
+    click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N",
+                 help="Tokens per tile of --loss tiled (default: 512 MiB of fp32 logits)."),
+    click.option("--act-ckpt-offload", is_flag=True,
+                 help="With --act-ckpt: keep each checkpointed layer's input in host memory (pinned), not on the GPU "
+                      "(ALST's checkpoint offload; the same gradients)."),
+    click.option("--tiled-mlp", is_flag=True,
+                 help="Llama MLPs a slice of tokens at a time (DeepSpeed's TiledMLP): no whole [tokens, "
+                      "intermediate] tensors (the same gradients; the MLP is recomputed in the backward pass)."),
+)
+
+
+def long_context_options(f):
+    """--loss, --sequence-parallel, --loss-tile-tokens, --act-ckpt-offload, --tiled-mlp (dsx.run.loss,
+    dsx.run.sequence, dsx.run.memory_savers): run, estimate, sweep."""
+    for option in reversed(_LONG_CONTEXT_OPTIONS):
+        f = option(f)
+    return f
+
+
 _DATA_OPTIONS = (
     click.option("--data", metavar="synthetic|random|PATH",
                  help="What the model trains on: synthetic (default: a seeded Markov source a model learns in tens of "

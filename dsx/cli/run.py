@@ -8,8 +8,8 @@ import time
 import click
 
 from dsx.cli.lane_options import run_lane_options
-from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, data_options, model_options, node_options,
-                             pipeline_options, sparse_options)
+from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, data_options, long_context_options,
+                             model_options, node_options, pipeline_options, sparse_options)
 
 ENTERED = time.time()
 
@@ -28,14 +28,7 @@ RUN_OPTIONS = (
     click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
                  help="Attention implementation (flash: flash_attn on CUDA)."),
     act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable); bare --act-ckpt is on."),
-    click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
-                 help="tiled: the causal-LM loss a tile of tokens at a time, never the whole [tokens, vocab] logits "
-                      "(the same loss and gradients; for long sequences)."),
-    click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
-                 help="Ulysses sequence parallelism: N ranks share each micro-batch, each holding 1/N of its sequence "
-                      "(DeepSpeed's UlyssesSPAttentionHF; heads and sequence length must divide by N)."),
-    click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N",
-                 help="Tokens per tile of --loss tiled (default: 512 MiB of fp32 logits)."),
+    long_context_options,
     sparse_options,
     data_options,
     click.option("--flop-check", is_flag=True,
@@ -84,7 +77,7 @@ def request_of(options: dict, command: list[str]):
         sparse_sets=tuple(o["sparse_sets"]), comm_log=o["comm_log"], python=o["python"], data=o["data"],
         data_dtype=o["data_dtype"], data_seed=o["data_seed"], **{key: o[key] for key in NODE_KEYS},
         pipeline_stages=o["pipeline_stages"], pipeline_partition=o["pipeline_partition"],
-        sequence_parallel=o["sequence_parallel"],
+        sequence_parallel=o["sequence_parallel"], act_ckpt_offload=o["act_ckpt_offload"], tiled_mlp=o["tiled_mlp"],
     )
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from dsx.cli.lane_options import python_option
-from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, node_options,
-                             pick_gpu_kind)
+from dsx.cli.lane_options import comm_log_option, python_option
+from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, long_context_options,
+                             node_options, pick_gpu_kind)
 from dsx.cli.sweep_axes import (_act_ckpt, _booleans, _buckets, _choices, _ints, _one_or_list, _ratios, _sparse_words,
                                 _stages, _vary)
 
@@ -75,11 +75,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @click.option("--attn", type=click.Choice(["eager", "sdpa", "flash"]), default="sdpa", show_default=True,
               help="Attention implementation of every trial (flash: flash_attn on CUDA).")
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
-@click.option("--loss", type=click.Choice(["plain", "tiled"]), default="plain", show_default=True,
-              help="Every trial's loss, as dsx run --loss (tiled: no whole logits; the same loss).")
-@click.option("--loss-tile-tokens", type=click.IntRange(min=1), metavar="N", help="Tokens per tile of --loss tiled.")
-@click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
-              help="Ulysses over N ranks in every trial, as dsx run --sequence-parallel.")
+@long_context_options
 @click.option("--sparse-attention", "sparse_attention", metavar="LIST",
               help="Block-sparse attention axis, as dsx run --sparse-attention: e.g. none,bigbird,fixed (none: dense "
                    "attention); with --vary seq_len=... for sequence length against speed and memory.")
@@ -116,12 +112,13 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
                                              "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 @python_option
+@comm_log_option
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
-            loss, loss_tile_tokens, sequence_parallel, sparse_attention, sparse_sets, data, data_dtype, data_seed,
-            check, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
-            gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, **nodes):
+            loss, loss_tile_tokens, sequence_parallel, act_ckpt_offload, tiled_mlp, sparse_attention, sparse_sets,
+            data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
+            gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, comm_log, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     With no axis given (--zero, --offload, --offload-ratio, --act-ckpt, --compile, --grad-accum, ...) and a
@@ -193,8 +190,13 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch, loss=loss, loss_tile_tokens=loss_tile_tokens,
-        sequence_parallel=sequence_parallel,
+        sequence_parallel=sequence_parallel, comm_log=comm_log, act_ckpt_offload=act_ckpt_offload,
+        tiled_mlp=tiled_mlp,
     )
+    if act_ckpt_offload and True not in spec.act_ckpt and spec.search == "grid" and \
+            ctx.get_parameter_source("act_ckpt") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--act-ckpt-offload keeps the inputs activation checkpointing saves in host memory: "
+                               "add on to --act-ckpt")
     grad_accum_given = ctx.get_parameter_source("grad_accum") is not click.core.ParameterSource.DEFAULT
     if max_global_batch is not None and grad_accum_given:
         raise click.UsageError(f"--max-global-batch {max_global_batch} derives each trial's grad-accum from its "

@@ -199,6 +199,14 @@ def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progre
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if hasattr(model.config, "use_cache"):
             model.config.use_cache = False
+    if plan.toggles.act_ckpt_offload or plan.toggles.tiled_mlp:
+        from dsx.rank.memory_savers import offload_checkpointed_inputs, tile_mlps
+
+        if plan.toggles.act_ckpt_offload:
+            report.notes.append(f"--act-ckpt-offload: {offload_checkpointed_inputs(model)} checkpointed layer(s) keep "
+                                "their input in host memory")
+        if plan.toggles.tiled_mlp:
+            report.notes.append(f"--tiled-mlp: {tile_mlps(model, resolved.family)} MLP(s) run through TiledMLP")
     report.params_seen = int(sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()))
     if plan.toggles.loss == "tiled":
         from dsx.config_facts import zero_stage

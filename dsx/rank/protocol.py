@@ -43,6 +43,9 @@ class Toggles(BaseModel):
     loss: str = "plain"
     """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss."""
     loss_tile_tokens: int | None = None
+    act_ckpt_offload: bool = False
+    tiled_mlp: bool = False
+    """dsx.rank.memory_savers."""
 
 
 class Injection(BaseModel):

@@ -1,5 +1,6 @@
-"""The long-context table of `dsx report`: sequence length against tokens/s and peak memory, each sparse-attention
-row beside the dense row of the same model, configuration and sequence length (rows of dsx.sparse runs)."""
+"""The long-context table of `dsx report`: sequence length against tokens/s and peak memory for each long-context
+method (sparse attention, the tiled loss, Ulysses sequence parallelism), beside the base row of the same model,
+configuration and sequence length (dense attention, the plain loss, no sequence parallelism)."""
 
 from __future__ import annotations
 
@@ -19,49 +20,75 @@ def attention_text(row: dict) -> str:
     return f"{chose} (auto)" if sparse["requested"].startswith("auto") else chose
 
 
+def sequence_parallel_of(row: dict) -> int:
+    """The Ulysses group size the row ran with (its config's sequence_parallel_size; 1 without)."""
+    size = (row.get("ds_config") or {}).get("sequence_parallel_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 1 else 1
+
+
+def loss_text(row: dict) -> str:
+    return (row.get("toggles") or {}).get("loss") or "plain"
+
+
+def _long_context_method(row: dict) -> bool:
+    """A row of a long-context method: sparse attention, the tiled loss or Ulysses sequence parallelism."""
+    return bool(row.get("sparse_attention")) or loss_text(row) != "plain" or sequence_parallel_of(row) > 1
+
+
+def _is_base(row: dict) -> bool:
+    return not row.get("sparse_attention") and loss_text(row) == "plain" and sequence_parallel_of(row) == 1
+
+
 def _family(row: dict) -> str:
-    """Rows compared with each other: the model, GPU and everything of the configuration but the attention."""
+    """Rows compared with each other: the model, GPU and everything of the configuration but the long-context
+    method (attention, loss, sequence parallelism) and the ranks it runs on."""
     extra = ["ckpt"] if row["toggles"]["act_ckpt"] else []
     extra += ["compile"] if row["toggles"]["compile"] else []
-    return json.dumps([model_text(row), gpu_label(row), f"z{zero_stage(row)}", offload_text(row), row["precision"],
-                       *extra, f"mb{row['micro_batch']}", row["grad_accum"], row["world_size"]])
+    return json.dumps([model_text(row), gpu_label({**row, "world_size": 1}), f"z{zero_stage(row)}", offload_text(row), row["precision"],
+                       *extra, f"mb{row['micro_batch']}", row["grad_accum"]])
 
 
 def long_context_table(rows: list[dict]) -> Table | None:
-    """One line per (sequence length, attention) of each family that holds a sparse-attention row, dense first;
-    speed× and mem× against the dense row of the same length. None when no row used sparse attention."""
-    if not any(r.get("sparse_attention") for r in rows):
+    """One line per (sequence length, method) of each family that holds a row of a long-context method (sparse
+    attention, the tiled loss, Ulysses), the base first (dense attention, plain loss, no sequence parallelism);
+    speed× and mem× against the base row of the same length. None when no row used such a method."""
+    if not any(_long_context_method(r) for r in rows):
         return None
-    table = Table("Long context: sparse beside dense attention",
-                  ["seq", "attention", "block", "tiles", "tokens/s", "memory GiB", "speed× dense", "mem× dense",
-                   "predicted attn×", "status"])
+    table = Table("Long context: sequence length, method, speed and memory",
+                  ["seq", "attention", "loss", "GPUs (SP)", "block", "tiles", "tokens/s", "memory GiB",
+                   "speed× base", "mem× base", "predicted attn×", "status"])
     families: dict[str, list[dict]] = {}
     for r in rows:
         families.setdefault(_family(r), []).append(r)
     for key, members in families.items():
-        if not any(r.get("sparse_attention") for r in members):
+        if not any(_long_context_method(r) for r in members):
             continue
         model, gpu, *config = json.loads(key)
-        table.rows.append(f"{model} · {gpu} · {' '.join(str(c) for c in config[:-2])}")
-        ordered = sorted(members, key=lambda r: (r["model"]["seq_len"], attention_text(r) != "dense",
-                                                 attention_text(r)))
+        table.rows.append(f"{model} · {gpu} · {' '.join(str(c) for c in config[:-1])}")
+        ordered = sorted(members, key=lambda r: (r["model"]["seq_len"], not _is_base(r), r["world_size"],
+                                                 attention_text(r), loss_text(r), sequence_parallel_of(r)))
         for r in ordered:
             seq = r["model"]["seq_len"]
-            dense = next((d for d in members if d["model"]["seq_len"] == seq and not d.get("sparse_attention")
-                          and d["status"] == "ok"), None)
+            base = min((b for b in members if b["model"]["seq_len"] == seq and _is_base(b) and b["status"] == "ok"),
+                       key=lambda b: b["world_size"], default=None)
             sparse = r.get("sparse_attention") or {}
             predicted = sparse.get("predicted_attention_speedup")
+            size = sequence_parallel_of(r)
             table.rows.append([
-                f"{seq:,}", attention_text(r), str(sparse.get("block", "-")),
-                fmt_pct(sparse["tile_fraction"]) if sparse else "-", fmt_num(tokens_per_s(r), 0),
-                fmt_gib(memory(r)), fmt_ratio(_ratio(tokens_per_s(r), tokens_per_s(dense) if dense else None))
-                if r is not dense else "1.00", fmt_ratio(_ratio(memory(r), memory(dense) if dense else None))
-                if r is not dense else "1.00", fmt_ratio(predicted) if predicted else "-", r["status"],
+                f"{seq:,}", attention_text(r), loss_text(r), f"{r['world_size']}" + (f" ({size})" if size > 1 else ""),
+                str(sparse.get("block", "-")), fmt_pct(sparse["tile_fraction"]) if sparse else "-",
+                fmt_num(tokens_per_s(r), 0), fmt_gib(memory(r)),
+                fmt_ratio(_ratio(tokens_per_s(r), tokens_per_s(base) if base else None)) if r is not base else "1.00",
+                fmt_ratio(_ratio(memory(r), memory(base) if base else None)) if r is not base else "1.00",
+                fmt_ratio(predicted) if predicted else "-", r["status"],
             ])
     table.legend = memory_legend(rows) + [
         "attention: dense (SDPA, no sparse request) or the sparse layout's mode, '(auto)' when --sparse-attention "
-        "auto chose; tiles: the 128 x 128 tiles FlexAttention computes, as a share of a dense kernel's (causal: "
-        "those on and below the diagonal); speed× and mem× dense: tokens/s and memory against the dense row of the "
-        "same model, configuration and sequence length; predicted attn×: dsx.sparse.predict's dense / FlexAttention "
+        "auto chose; loss: plain (transformers' head and loss, whole logits) or tiled (--loss tiled); GPUs (SP): "
+        "the ranks, and the Ulysses group size with --sequence-parallel (tokens/s counts every rank's); tiles: the "
+        "128 x 128 tiles FlexAttention computes, as a share of a dense kernel's (causal: those on and below the "
+        "diagonal); speed× and mem× base: tokens/s and memory against the row of the same model, configuration "
+        "and sequence length with dense attention, the plain loss and no sequence parallelism "
+        "(the fewest ranks; memory is per rank); predicted attn×: dsx.sparse.predict's dense / FlexAttention "
         "time of one attention call (CUDA rows)."]
     return table

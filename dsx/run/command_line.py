@@ -46,6 +46,9 @@ def run_command(request) -> list[str]:
         argv += ["--loss", request.loss]
     if request.loss_tile_tokens is not None:
         argv += ["--loss-tile-tokens", str(request.loss_tile_tokens)]
+    for flag, on in (("--act-ckpt-offload", request.act_ckpt_offload), ("--tiled-mlp", request.tiled_mlp)):
+        if on:
+            argv.append(flag)
     if request.sparse_attention is not None:
         argv += ["--sparse-attention", request.sparse_attention]
     for item in request.sparse_sets:
@@ -65,5 +68,7 @@ def run_command(request) -> list[str]:
                 argv += ["--" + key.replace("_", "-"), str(value)]
     if request.python:
         argv += ["--python", request.python]
+    if not request.comm_log:
+        argv.append("--no-comm-log")
     argv += ["--results", request.results]
     return argv

@@ -306,6 +306,7 @@ def gather(prepared: Prepared, completed) -> RunRow:
         micro_batch=prepared.micro_batch, grad_accum=prepared.grad_accum, world_size=world,
         precision=prepared.precision, steps=request.steps, warmup=request.warmup,
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt,
+                        act_ckpt_offload=request.act_ckpt_offload, tiled_mlp=request.tiled_mlp,
                         **({"loss": "tiled", "loss_tile_tokens": prepared.rank_plan.toggles.loss_tile_tokens}
                            if prepared.rank_plan and prepared.rank_plan.toggles.loss == "tiled" else {})),
         figures=figures, memory=memory, ranks=ranks_of(ranks), status=status, error=error,

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
+from dsx.rank.tiled_loss import default_tile_tokens  # torch only inside its functions
 from dsx.run.refused import RunRefused
 from dsx.units import format_bytes
 
 LOSSES = ("plain", "tiled")
-
-
-def default_tile_tokens(vocab_size: int) -> int:
-    from dsx.rank.tiled_loss import default_tile_tokens as tile
-
-    return tile(vocab_size)
 
 
 def resolve_loss(loss: str, tile_tokens: int | None, resolved, pipeline, micro_batch: int,

@@ -47,6 +47,10 @@ class RunRequest(NodeRequest):
     """--loss: plain (transformers' head and loss) or tiled (dsx.rank.tiled_loss)."""
     loss_tile_tokens: int | None = None
     """--loss-tile-tokens of --loss tiled (None: dsx.rank.tiled_loss.default_tile_tokens)."""
+    act_ckpt_offload: bool = False
+    """--act-ckpt-offload: checkpointed layer inputs kept in host memory (dsx.rank.memory_savers)."""
+    tiled_mlp: bool = False
+    """--tiled-mlp: Llama MLPs through DeepSpeed's TiledMLP (dsx.rank.memory_savers)."""
     results: str = DEFAULT_RESULTS
     timeout_s: float | None = DEFAULT_TIMEOUT_S
     flop_check: bool = False
@@ -189,7 +193,7 @@ def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> t
             raise RunRefused(f"unknown config option(s): {', '.join(sorted(unknown))}")
         try:
             sets += tuple(parse_set(s) for s in onebit_sets + tuple(request.ds_sets))
-            changes["world_size"] = max(1, world_size // (request.sequence_parallel or 1))  # the Ulysses replicas
+            changes["world_size"] = _data_parallel_ranks(world_size, 1, request.sequence_parallel or 1)
             config = generate(ConfigRequest(**changes, sets=sets), target)
         except ConfigRequestError as exc:
             raise RunRefused(str(exc).replace("--set", "--ds-set")) from None
@@ -202,10 +206,7 @@ def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> t
     stages = pipeline_stages(request, config, world_size) or 1
     sequence = request.sequence_parallel or config.get("sequence_parallel_size")
     sequence = sequence if isinstance(sequence, int) and not isinstance(sequence, bool) and sequence > 1 else 1
-    if sequence > 1 and world_size % (stages * sequence):
-        raise RunRefused(f"sequence parallelism over {sequence} ranks must divide the {world_size} rank(s)"
-                         + (f" / {stages} pipeline stages" if stages > 1 else ""))
-    data_parallel = world_size // stages // sequence
+    data_parallel = _data_parallel_ranks(world_size, stages, sequence)
     # linted at the data-parallel size its batch sizes are for; dsx.run.sequence checks sequence_parallel_size
     linted = {k: v for k, v in config.items() if k != "sequence_parallel_size"} if sequence > 1 else config
     findings = lint(linted, target=target, world_size=data_parallel, duplicate_keys=duplicates)
@@ -218,6 +219,14 @@ def _resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> t
         raise RunRefused(f"the DeepSpeed config has errors for DeepSpeed {target} at {size}:\n{lines}")
     warnings = [f"config warning: {f.path or '<config>'}: {f.message}" for f in findings if f.severity == "warning"]
     return config, source, warnings, sparse
+
+
+def _data_parallel_ranks(world_size: int, stages: int, sequence: int) -> int:
+    """The data-parallel replicas a config's batch sizes are for: the ranks less pipeline stages and Ulysses groups."""
+    if sequence > 1 and world_size % (stages * sequence):
+        raise RunRefused(f"sequence parallelism over {sequence} ranks must divide the {world_size} rank(s)"
+                         + (f" / {stages} pipeline stages" if stages > 1 else ""))
+    return world_size // stages // sequence
 
 
 def resolve_lane(python: str | None, env: dict[str, str] | None = None, runs_dsx: bool = True):
@@ -320,6 +329,9 @@ def resolve_trial(request: RunRequest) -> Trial:
 
     loss_tile = resolve_loss(request.loss, request.loss_tile_tokens, resolved, pipeline,
                              batch.train_micro_batch_size_per_gpu, notes)
+    from dsx.run.memory_savers import check_memory_savers
+
+    check_memory_savers(request, resolved, pipeline, notes)
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide
@@ -346,6 +358,8 @@ def resolve_trial(request: RunRequest) -> Trial:
                                toggles={"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
                                         "act_ckpt": request.act_ckpt,
                                         **({"loss": "tiled", "loss_tile_tokens": loss_tile} if loss_tile else {}),
+                                        **({"act_ckpt_offload": True} if request.act_ckpt_offload else {}),
+                                        **({"tiled_mlp": True} if request.tiled_mlp else {}),
                                         **({"sparse_attention": {"requested": requested, **sparse.info["params"]}}
                                            if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,

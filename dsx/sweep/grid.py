@@ -184,6 +184,11 @@ class SweepSpec:
     sequence_parallel: int | None = None
     """--sequence-parallel N of every trial (Ulysses; dsx run's)."""
     """--loss / --loss-tile-tokens of every trial (dsx run's: the tiled loss keeps no whole logits)."""
+    act_ckpt_offload: bool = False
+    tiled_mlp: bool = False
+    """--act-ckpt-offload / --tiled-mlp of every trial (dsx run's, dsx.rank.memory_savers)."""
+    comm_log: bool = True
+    """--comm-log/--no-comm-log of every trial (dsx run's: the logger synchronises after every collective)."""
     replicas_seen: dict = field(default_factory=dict, repr=False, compare=False)
     """Cache of dsx.sweep.trials.trial_replicas: configuration -> data-parallel replicas."""
 
@@ -210,6 +215,10 @@ class SweepSpec:
             nodes.update(sequence_parallel=self.sequence_parallel)
         if self.search != "grid":  # and of grid sweeps
             nodes.update(search=self.search, grad_accum_choices=self.grad_accum_choices)
+        if not self.comm_log:  # and of sweeps that count communication
+            nodes.update(comm_log=False)
+        if self.act_ckpt_offload or self.tiled_mlp:  # and of sweeps without the memory savers
+            nodes.update(act_ckpt_offload=self.act_ckpt_offload, tiled_mlp=self.tiled_mlp)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
         if self.data is not None or self.data_dtype is not None or self.data_seed is not None:  # and of default data
             lane.update(data=self.data, data_dtype=self.data_dtype, data_seed=self.data_seed)

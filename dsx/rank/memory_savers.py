@@ -1,0 +1,90 @@
+"""Two memory savers of Arctic Long Sequence Training beside the tiled loss (dsx.rank.tiled_loss), for long sequences:
+
+- `--act-ckpt-offload`: under activation checkpointing a layer keeps only its input hidden states for the backward
+  pass ([tokens, hidden] per layer: 1 GiB a layer for Llama-3-8B at 128k tokens in bf16, 32 GiB over its layers).
+  Each checkpointed layer's input is copied to host memory (pinned, asynchronously on CUDA) before the layer runs,
+  and the checkpoint keeps that copy; the recompute in the backward pass copies it back. Both copies are autograd
+  operations, so the hidden states' gradient flows through them unchanged. The GPU copy is freed as soon as the next
+  layer has consumed it (nothing else holds it: the previous layer is checkpointed too).
+- `--tiled-mlp`: each Llama MLP runs through DeepSpeed's TiledMLP (deepspeed.runtime.sequence_parallel.ulysses_sp),
+  which computes the MLP a slice of tokens at a time and recomputes each slice in the backward pass, so the
+  [tokens, intermediate_size] tensors of the gate, up and product never exist whole (4 x 14336 x 2 bytes a token for
+  Llama-3-8B: 14 GiB at 128k tokens, the largest part of a recomputed layer). Slices: ceil(tokens / hidden), as
+  DeepSpeed's own example; every rank's windows have the same length, so every rank slices alike (ZeRO-3 gathers
+  the weights once per slice on every rank).
+  TiledMLP tells ZeRO (ds_grad_is_ready) to reduce the weights' gradient only after the last slice.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+
+def offload_checkpointed_inputs(model, host_copies: list | None = None) -> int:
+    """Make every checkpointed layer of `model` (after gradient_checkpointing_enable) keep its input on the host.
+    Returns the number of layers changed. `host_copies`, when given, collects each host copy (tests)."""
+    changed = 0
+    for module in model.modules():
+        original = getattr(module, "_gradient_checkpointing_func", None)
+        if original is None or getattr(original, "dsx_offloads", False) or hasattr(module, "base_model_prefix"):
+            continue  # the models themselves carry the function too, but only their layers call it
+        module._gradient_checkpointing_func = _offloading(original, host_copies)
+        changed += 1
+    return changed
+
+
+def _offloading(checkpoint, host_copies: list | None):
+    """checkpoint(function, hidden, *args, **kwargs) with `hidden` replaced by its host copy, moved back to its
+    device inside the checkpointed function (so the recompute moves it again)."""
+    import torch
+
+    def offloaded(function, *args, **kwargs):
+        if not args or not isinstance(args[0], torch.Tensor) or not args[0].requires_grad:
+            return checkpoint(function, *args, **kwargs)
+        hidden = args[0]
+        device = hidden.device
+        pinned = device.type == "cuda"
+        host = torch.empty(hidden.shape, dtype=hidden.dtype, device="cpu", pin_memory=pinned)
+        host = host.copy_(hidden, non_blocking=pinned)  # differentiable: CopyBackwards to hidden's device
+        if host_copies is not None:
+            host_copies.append(host)
+        del hidden
+
+        def on_device(stored, *rest, **kw):
+            return function(stored.to(device, non_blocking=pinned), *rest, **kw)
+
+        return checkpoint(on_device, host, *args[1:], **kwargs)
+
+    offloaded.dsx_offloads = True
+    return offloaded
+
+
+def tile_mlps(model, family: str) -> int:
+    """Run every MLP of a Llama-family `model` through DeepSpeed's TiledMLP; returns the number of MLPs changed."""
+    if family != "llama":
+        raise ValueError(f"--tiled-mlp covers Llama-family MLPs, not {family}")
+    changed = 0
+    for module in model.modules():
+        if type(module).__name__ == "LlamaMLP" and not getattr(module, "dsx_tiled", False):
+            module.forward = functools.partial(_tiled_forward, module)
+            module.dsx_tiled = True
+            changed += 1
+    return changed
+
+
+def mlp_slices(tokens: int, hidden: int) -> int:
+    """Slices of a sequence of `tokens` tokens: ceil(tokens / hidden), DeepSpeed's TiledMLP example's choice."""
+    return max(1, math.ceil(tokens / hidden))
+
+
+def _llama_mlp(module, x):
+    return module.down_proj(module.act_fn(module.gate_proj(x)) * module.up_proj(x))
+
+
+def _tiled_forward(module, x):
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledMLP
+
+    slices = mlp_slices(x.shape[-2], x.shape[-1])  # the same on every rank: dsx's batches are fixed-length windows
+    weights = [module.gate_proj.weight, module.up_proj.weight, module.down_proj.weight]
+    return TiledMLP.apply(_llama_mlp, module, x, slices, weights)
