@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Long context on one H100 (issue 32, bench/long/README.md), from the repo root, the wheelhouse carried in .whl:
+#     bash bench/long/h100.sh $OUT PART...        # kind nvidia-h100-x1, carry [".whl"]
+# Parts (each one device command; rows appended to $OUT/PART.jsonl, the log in $OUT/PART.log):
+#   pairs    --loss tiled against the plain loss where the plain one fits: llama-1b (dsx's preset, 0.51B) at 8,192
+#            tokens, ZeRO-2, checkpointing, micro-batch 1, plain, tiled, plain, tiled (alternating pairs in one
+#            command), 5 timed steps after 2
+#   longest  llama-1b at 262,144 tokens: --loss tiled with checkpointing, then the same with --act-ckpt-offload and
+#            --tiled-mlp (what they take off the GPU), 2 timed steps after 1
+# Every run: bf16, torch's fused AdamW (no JIT build), the learnable synthetic data, --no-comm-log (one rank).
+set -uo pipefail
+out=${1:?usage: bench/long/h100.sh OUT PART...}
+shift
+source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
+set_deadline "${BUDGET_S:-570}"
+mkdir -p "$out"
+common=(--model llama-1b --gpus 1 --zero 2 --precision bf16 --micro-batch 1 --act-ckpt --no-comm-log
+        --ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
+for part in "$@"; do
+  res=$out/$part.jsonl
+  start_log "$out/$part.log"
+  case $part in
+    pairs)
+      for loss in plain tiled plain tiled; do
+        run_by 150 python3 -m dsx run "${common[@]}" --seq-len 8192 --loss "$loss" --steps 5 --warmup 2 \
+          --results "$res" </dev/null
+      done ;;
+    longest)
+      long=(--seq-len 262144 --set max_position_embeddings=262144 --loss tiled --steps 2 --warmup 1)
+      run_by 300 python3 -m dsx run "${common[@]}" "${long[@]}" --results "$res" </dev/null
+      run_by 300 python3 -m dsx run "${common[@]}" "${long[@]}" --act-ckpt-offload --tiled-mlp --results "$res" \
+        </dev/null ;;
+    *) echo "bench/long/h100.sh: unknown part '$part' (pairs, longest)" >&2; exit 2 ;;
+  esac
+  [ -s "$res" ] && python3 -m dsx report "$res" --format markdown >>"$log" 2>&1
+done
+show_log
