@@ -33,6 +33,9 @@ if TYPE_CHECKING:  # pragma: no cover
 LAYER_CLASSES = {"gpt2": "GPT2Block", "bert": "BertLayer", "albert": "AlbertLayer", "llama": "LlamaDecoderLayer"}
 """The transformer block of each family: the unit `gradient_checkpointing_enable` checkpoints."""
 
+MLP_CLASSES = {"llama": "LlamaMLP"}
+"""The MLP of each family --tiled-mlp covers (dsx.rank.memory_savers): its saved bytes are recorded apart."""
+
 PROBE_ATTENTION = {"eager": "dsx_eager_attention", "sdpa": "dsx_fused_attention", "flash": "dsx_fused_attention"}
 
 
@@ -53,7 +56,9 @@ class Saved:
     rest_per_sample: int
     """Embeddings, final norm, LM head and loss, per sample."""
     rest_fixed: int
-    logits_per_sample: int
+    mlp_per_sample: int = 0
+    """What one layer's MLP saves (its input included), per sample; 0 for a family without MLP_CLASSES."""
+    logits_per_sample: int = 0
     """Bytes of the logits given to cross_entropy (GPT-2/Llama upcast them to fp32, BERT/ALBERT do not), per sample:
     the size of each of the two logits gradients alive together in the loss backward."""
 
@@ -161,7 +166,9 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
     seen: set[int] = set()
     regions: list[int] = [0]  # [0] = outside any layer; then one entry per layer call
     inputs: list[int] = []
+    mlps: list[int] = []  # one entry per MLP call (MLP_CLASSES), inside its layer's region too
     current = [0]
+    in_mlp = [False]
 
     def pack(tensor):
         storage = tensor.untyped_storage()
@@ -169,7 +176,16 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
         if key not in params and key not in seen:
             seen.add(key)
             regions[current[0]] += storage.nbytes()
+            if in_mlp[0]:
+                mlps[-1] += storage.nbytes()
         return tensor
+
+    def enter_mlp(module, args):
+        mlps.append(0)
+        in_mlp[0] = True
+
+    def leave_mlp(module, args, output):
+        in_mlp[0] = False
 
     def enter(module, args, kwargs):
         hidden = args[0] if args else kwargs.get("hidden_states")
@@ -186,6 +202,9 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
         if type(module).__name__ == layer_class:
             handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
             handles.append(module.register_forward_hook(leave))
+        elif type(module).__name__ == MLP_CLASSES.get(resolved.family):
+            handles.append(module.register_forward_pre_hook(enter_mlp))
+            handles.append(module.register_forward_hook(leave_mlp))
     shape = (micro_batch, resolved.seq_len)
     ids = torch.zeros(shape, dtype=torch.long, device="meta")
     batch: dict[str, Any] = {"input_ids": ids, "labels": ids}
@@ -206,7 +225,7 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
         F.dropout, F.cross_entropy = saved_dropout, saved_cross_entropy
         for handle in handles:
             handle.remove()
-    return {"rest": regions[0], "layers": regions[1:], "inputs": inputs, "logits": sum(logits)}
+    return {"rest": regions[0], "layers": regions[1:], "inputs": inputs, "logits": sum(logits), "mlps": mlps}
 
 
 _CACHE: dict[str, Saved] = {}
@@ -228,6 +247,7 @@ def _measure(resolved: "ResolvedModel", attn: str, precision: str) -> Saved:
         rest_per_sample=rest_per_sample,
         rest_fixed=one["rest"] - rest_per_sample,
         logits_per_sample=two["logits"] - one["logits"],
+        mlp_per_sample=two["mlps"][0] - one["mlps"][0] if one["mlps"] else 0,
     )
 
 

@@ -258,7 +258,9 @@ def configuration_fits(rung_spec, gpu: str) -> tuple[bool, str]:
                                     micro_batch=1, grad_accum=1, attn=spec.attn, act_ckpt=configuration.act_ckpt,
                                     gpu=GPUS[gpu], memory_limit=spec.memory_cap, compile=configuration.compile,
                                     host_memory=host, nvme_free=nvme, loss_tile_tokens=trial.loss_tile_tokens,
-                                    sequence_parallel=trial.sequence_parallel),
+                                    sequence_parallel=trial.sequence_parallel,
+                                    act_ckpt_offload=trial.request.act_ckpt_offload,
+                                    tiled_mlp=trial.request.tiled_mlp),
                               search_max=False)
         except (RunRefused, EstimateError):
             continue
@@ -320,5 +322,6 @@ def _estimate_at(rung_spec, item, gpu: str, estimate):
                           act_ckpt=item.configuration.act_ckpt, gpu=GPUS[gpu], memory_limit=rung_spec.memory_cap,
                           compile=item.configuration.compile, host_memory=host_capacity(rung_spec.host_memory),
                           nvme_free=nvme_capacity(rung_spec.nvme_free, rung_spec.nvme_path),
-                          loss_tile_tokens=trial.loss_tile_tokens, sequence_parallel=trial.sequence_parallel),
+                          loss_tile_tokens=trial.loss_tile_tokens, sequence_parallel=trial.sequence_parallel,
+                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp),
                   search_max=False)

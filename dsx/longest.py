@@ -23,6 +23,8 @@ LIMIT = 1 << 24
 @dataclass
 class Longest:
     loss: str
+    savers: bool = False
+    """With --act-ckpt-offload and --tiled-mlp in every checkpointed configuration (dsx.rank.memory_savers)."""
     length: int | None = None
     """The longest length that fits (None: not even STEP tokens)."""
     limit: str | None = None
@@ -65,7 +67,7 @@ def longest(spec, gpu: str, loss: str) -> Longest:
     family = FAMILIES[resolve_model(spec.model, spec.overrides, vocab_pad=spec.vocab_pad).family]
     spec = replace(spec, loss=loss)
     ceiling = min(LIMIT, _positions(spec)) if family.learned_positions else LIMIT
-    answer = Longest(loss=loss)
+    answer = Longest(loss=loss, savers=spec.act_ckpt_offload and spec.tiled_mlp)
     if ceiling < LIMIT:
         answer.limit = (f"{family.positions_key}={ceiling:,} (learned positions: --set {family.positions_key}=N "
                         "raises it)")

@@ -103,3 +103,66 @@ def test_a_sweep_without_checkpointing_refuses_the_offload():
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == ("Error: --act-ckpt-offload keeps the inputs activation "
                                                       "checkpointing saves in host memory: add on to --act-ckpt")
+
+
+def _setup(**savers):
+    from dsx.estimate import GPUS, Setup
+    from dsx.run import RunRequest, resolve_trial
+
+    trial = resolve_trial(RunRequest(model="llama-1b", seq_len=32768, overrides={"max_position_embeddings": 32768},
+                                     config_flags={"zero": 2, "micro_batch": 1}, act_ckpt=True, loss="tiled",
+                                     **savers))
+    return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=1, micro_batch=1, act_ckpt=True,
+                 gpu=GPUS["h100-80gb"], loss_tile_tokens=trial.loss_tile_tokens, **savers)
+
+
+def _parts(**savers):
+    from dsx.estimate.states import activation_bytes
+
+    return activation_bytes(_setup(**savers), "bf16", 1)
+
+
+def _saved():
+    from dsx.activations import saved_bytes
+    from dsx.models import resolve_model
+
+    return saved_bytes(resolve_model("llama-1b", {"max_position_embeddings": 32768}, seq_len=32768))
+
+
+def test_the_estimate_moves_the_checkpointed_inputs_to_the_host():
+    from dsx.estimate.host import host_bytes
+
+    saved = _saved()
+    inputs = saved.layer_calls * saved.layer_input_per_sample
+    plain, offloaded = _parts(), _parts(act_ckpt_offload=True)
+    assert plain["checkpointed layer inputs"] == inputs and "checkpointed inputs in flight" not in plain
+    assert offloaded["checkpointed inputs in flight"] == 2 * saved.layer_input_per_sample
+    assert "checkpointed layer inputs" not in offloaded
+    on_host = host_bytes(_setup(act_ckpt_offload=True), 10**9, 1, 0.0)[0] - host_bytes(_setup(), 10**9, 1, 0.0)[0]
+    assert on_host == inputs
+
+
+def test_the_estimate_keeps_one_mlp_slice_of_the_recomputed_layer():
+    saved = _saved()
+    assert saved.mlp_per_sample > 10 * saved.layer_input_per_sample  # gate, up, their product: 4 x 8192 wide
+    kept = saved.layer_input_per_sample + saved.mlp_per_sample // mlp_slices(32768, 2048)
+    assert _parts()["recomputed layer"] - _parts(tiled_mlp=True)["recomputed layer"] == saved.mlp_per_sample - kept
+
+
+def test_gpt2_has_no_mlp_the_tiled_mlp_covers():
+    from dsx.activations import saved_bytes
+    from dsx.models import resolve_model
+
+    assert saved_bytes(resolve_model("gpt2-tiny")).mlp_per_sample == 0
+
+
+def test_longest_answers_with_the_savers_for_llama():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "llama-1b", "--longest", "--gpu-kind", "h100-80gb",
+                                      "--host-memory", "125GiB", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    answers = json.loads(result.output[result.output.index("["):])
+    assert [(a["loss"], a["savers"]) for a in answers] == [("plain", False), ("tiled", False), ("tiled", True)]
+    assert answers[2]["longest"] > answers[1]["longest"] > answers[0]["longest"]
+    assert answers[2]["command"].endswith("--act-ckpt --loss tiled --act-ckpt-offload --tiled-mlp")

@@ -52,7 +52,7 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
             gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, sequence_parallel,
-            host_memory, nvme_free,
+            act_ckpt_offload, tiled_mlp, host_memory, nvme_free,
             largest, longest, min_tflops, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
@@ -93,7 +93,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                                                 "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt,
                                                 "compile": compile_, "seq_len": seq_len, "largest": largest,
                                                 "loss": loss != "plain" or loss_tile_tokens,
-                                                "sequence_parallel": sequence_parallel, **config_options})
+                                                "sequence_parallel": sequence_parallel,
+                                                "act_ckpt_offload": act_ckpt_offload, "tiled_mlp": tiled_mlp,
+                                                **config_options})
         return
     if largest:
         from dsx.cli.largest import largest_command
@@ -104,7 +106,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                         min_tflops=min_tflops, as_json=as_json,
                         given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
                                "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt, "compile": compile_,
-                               **config_options})
+                               "act_ckpt_offload": act_ckpt_offload, "tiled_mlp": tiled_mlp, **config_options})
         return
     try:
         resolved = resolve_model_cached(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
@@ -113,7 +115,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     request = RunRequest(
         model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
         config_flags=config_flags(config_options), pipeline_stages=pipeline_stages,
-        pipeline_partition=pipeline_partition, sequence_parallel=sequence_parallel)
+        pipeline_partition=pipeline_partition, sequence_parallel=sequence_parallel,
+        act_ckpt_offload=act_ckpt_offload, tiled_mlp=tiled_mlp)
     try:
         config, source, warnings = resolve_config(request, gpus)
         if source == "flags":  # sized to the model as dsx run writes them
@@ -130,6 +133,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         from dsx.run.loss import resolve_loss
 
         loss_tile = resolve_loss(loss, loss_tile_tokens, resolved, pipeline, batch.train_micro_batch_size_per_gpu, [])
+        from dsx.run.memory_savers import check_memory_savers
+
+        check_memory_savers(request, resolved, pipeline, [])
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     except (BatchError, TypeError) as exc:
@@ -139,7 +145,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   attn=attn, act_ckpt=act_ckpt, gpu=GPUS[gpu_kind], memory_limit=memory_cap,
                   pipeline_stages=pipeline.stages if pipeline else None,
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
-                  loss_tile_tokens=loss_tile, sequence_parallel=sequence, host_memory=assumed.host_memory,
+                  loss_tile_tokens=loss_tile, sequence_parallel=sequence, act_ckpt_offload=act_ckpt_offload,
+                  tiled_mlp=tiled_mlp, host_memory=assumed.host_memory,
                   nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)

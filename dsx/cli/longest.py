@@ -36,6 +36,10 @@ def longest_command(*, model, sets, vocab_pad, gpus, gpu_kind, memory_cap, attn,
                      nvme_path=given.get("nvme_path"), mb_max=1024, sequence_parallel=given.get("sequence_parallel"))
     losses = ["plain", "tiled"] if resolved.task == "causal-lm" else ["plain"]
     answers = [longest(spec, gpu_kind, loss) for loss in losses]
+    if resolved.task == "causal-lm" and resolved.family == "llama":  # ALST's other two savers as well
+        from dataclasses import replace
+
+        answers.append(longest(replace(spec, act_ckpt_offload=True, tiled_mlp=True), gpu_kind, "tiled"))
     if as_json:
         click.echo(json.dumps([_as_dict(a) for a in answers], indent=2, default=str))
         return
@@ -52,7 +56,7 @@ def longest_command(*, model, sets, vocab_pad, gpus, gpu_kind, memory_cap, attn,
 
 
 def _lines(answer) -> list[str]:
-    head = f"  --loss {answer.loss}:"
+    head = f"  --loss {answer.loss}" + (" --act-ckpt-offload --tiled-mlp" if answer.savers else "") + ":"
     if answer.length is None:
         return [f"{head} none: even {answer.next_length:,} tokens do not fit: {answer.next_reason}"]
     lines = [f"{head} {answer.length:,} tokens"]
@@ -72,9 +76,9 @@ def _lines(answer) -> list[str]:
 
 
 def _as_dict(answer) -> dict:
-    data = {"loss": answer.loss, "longest": answer.length, "next": answer.next_length,
+    data = {"loss": answer.loss, "savers": answer.savers, "longest": answer.length, "next": answer.next_length,
             "next_reason": answer.next_reason, "limit": answer.limit}
     if answer.plan is not None:
-        data.update(label=answer.plan.configuration.label, micro_batch=answer.plan.start, command=plan_command(answer.spec, answer.plan),
-                    estimate=answer.estimate.as_dict())
+        data.update(label=answer.plan.configuration.label, micro_batch=answer.plan.start,
+                    command=plan_command(answer.spec, answer.plan), estimate=answer.estimate.as_dict())
     return data

@@ -12,7 +12,8 @@ from dsx.estimate.states import Setup, compiled_counted, data_parallel, optimize
 
 def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[int, int]:
     """(host RAM, NVMe bytes) of one rank: the process, the offloaded share `fraction` of the optimizer's
-    calibrated host bytes (on NVMe: its states on the drive, the rest in RAM), offloaded parameters."""
+    calibrated host bytes (on NVMe: its states on the drive, the rest in RAM), offloaded parameters, the
+    checkpointed layer inputs of --act-ckpt-offload."""
     config = setup.ds_config
     stage, offload, offload_params, _ = zero_layout(config)
     precision = precision_of(config)
@@ -25,6 +26,12 @@ def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[
     elif offload == "nvme":
         nvme += int(states * fraction * n_rank) // world
         host += int((per_param[stage] - states) * fraction * n_rank) // world
+    if setup.act_ckpt and setup.act_ckpt_offload:
+        from dsx.activations import saved_bytes
+        from dsx.estimate.states import rank_sequence
+
+        saved = saved_bytes(rank_sequence(setup), setup.attn, precision)
+        host += saved.layer_calls * saved.layer_input_per_sample * setup.micro_batch  # pinned
     p = 4 if precision == "fp32" else 2
     if offload_params == "cpu":
         host += p * n_rank // world

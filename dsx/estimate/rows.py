@@ -52,4 +52,5 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
                  memory_limit=row.get("memory_cap"), pipeline_stages=pipeline.get("stages"),
                  pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")),
-                 loss_tile_tokens=toggles.get("loss_tile_tokens") if toggles.get("loss") == "tiled" else None)
+                 loss_tile_tokens=toggles.get("loss_tile_tokens") if toggles.get("loss") == "tiled" else None,
+                 act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")))

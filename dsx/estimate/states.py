@@ -50,6 +50,10 @@ class Setup:
     """--loss tiled's tokens per tile (dsx.rank.tiled_loss); None: the plain loss, whose logits exist whole."""
     sequence_parallel: int | None = None
     """--sequence-parallel N (Ulysses): each rank holds seq_len / N tokens of its group's micro-batch."""
+    act_ckpt_offload: bool = False
+    """--act-ckpt-offload: the checkpointed layer inputs live in host memory (two in flight on the GPU)."""
+    tiled_mlp: bool = False
+    """--tiled-mlp: each MLP keeps only its input; one slice of its activations is alive in its backward pass."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:
@@ -142,10 +146,15 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
     saved = saved_bytes(rank_sequence(setup), setup.attn, precision)
     b = micro_batch
     parts: dict[str, int] = {}
-    if setup.act_ckpt:
+    mlp_saving = tiled_mlp_saving(setup, saved, b)
+    if setup.act_ckpt and setup.act_ckpt_offload:
+        # the copy being made and the one being consumed; the rest wait in host memory (host_bytes)
+        parts["checkpointed inputs in flight"] = min(2, saved.layer_calls) * saved.layer_input_per_sample * b
+    elif setup.act_ckpt:
         parts["checkpointed layer inputs"] = saved.layer_calls * saved.layer_input_per_sample * b
     else:
-        parts["layer activations"] = saved.layers_fixed + saved.layers_per_sample * b
+        parts["layer activations"] = saved.layers_fixed + saved.layers_per_sample * b - \
+            saved.layer_calls * mlp_saving
     parts["embeddings, head, loss"] = saved.rest_fixed + saved.rest_per_sample * b
     parts["loss gradients"] = 2 * saved.logits_per_sample * b
     if setup.loss_tile_tokens:
@@ -159,7 +168,7 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
             (4 if precision == "fp32" else 2)
     if setup.act_ckpt:
         # later in the backward pass: the loss part is freed and one layer is recomputed
-        recompute = saved.largest_layer_per_sample * b - parts["embeddings, head, loss"] - \
+        recompute = saved.largest_layer_per_sample * b - mlp_saving - parts["embeddings, head, loss"] - \
             parts.get("loss gradients", 0)
         if recompute > 0:
             parts["recomputed layer"] = recompute
@@ -168,6 +177,19 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
 
         return compiled(parts)
     return parts
+
+
+def tiled_mlp_saving(setup: Setup, saved, micro_batch: int) -> int:
+    """Bytes --tiled-mlp takes off one layer's saved activations: TiledMLP keeps the MLP's input (one
+    layer_input_per_sample) instead of what the MLP saves, and holds one slice's activations at a time in its
+    backward pass (dsx.rank.memory_savers.mlp_slices). 0 without --tiled-mlp."""
+    if not setup.tiled_mlp or not saved.mlp_per_sample:
+        return 0
+    from dsx.rank.memory_savers import mlp_slices
+
+    sequence = rank_sequence(setup)
+    kept = saved.layer_input_per_sample + saved.mlp_per_sample // mlp_slices(sequence.seq_len, sequence.hidden_size)
+    return max(0, saved.mlp_per_sample - kept) * micro_batch
 
 
 def rank_sequence(setup: Setup):

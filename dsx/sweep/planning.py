@@ -120,6 +120,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                          pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters",
                          compile=configuration.compile, host_memory=host, nvme_free=nvme,
                          loss_tile_tokens=trial.loss_tile_tokens, sequence_parallel=trial.sequence_parallel,
+                         act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
                          ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
         try:
             if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
