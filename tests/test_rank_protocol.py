@@ -29,7 +29,8 @@ def test_a_plan_round_trips_through_its_file(tmp_path):
     plan.write(tmp_path / "plan.json")
     assert RankPlan.read(tmp_path / "plan.json") == plan
     assert json.loads((tmp_path / "plan.json").read_text())["toggles"] == {
-        "tf32": False, "compile": False, "attn": "sdpa", "act_ckpt": True, "loss": "plain", "loss_tile_tokens": None}
+        "tf32": False, "compile": False, "attn": "sdpa", "act_ckpt": True, "loss": "plain", "loss_tile_tokens": None,
+        "act_ckpt_offload": False, "tiled_mlp": False}
 
 
 def test_an_injection_names_kind_step_and_rank():
