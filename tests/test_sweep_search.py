@@ -17,7 +17,8 @@ from dsx.run import resolve_trial
 from dsx.sweep import Configuration, SweepSpec, plan, run_request, sweep_configurations
 from dsx.sweep.best import best_lines
 from dsx.sweep.eta import Eta
-from dsx.sweep.space import GRAD_ACCUM_CHOICES, LARGEST_STEP_SECONDS, choose_grad_accum, default_configurations, partial_ratios
+from dsx.sweep.space import (GRAD_ACCUM_CHOICES, LARGEST_STEP_SECONDS, choose_grad_accum, default_configurations,
+                             partial_ratios)
 from dsx.units import GIB
 
 H100 = ["--gpu-kind", "h100-80gb", "--host-memory", "125GiB"]

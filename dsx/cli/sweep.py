@@ -117,8 +117,9 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
             loss, loss_tile_tokens, sequence_parallel, act_ckpt_offload, tiled_mlp, sparse_attention, sparse_sets,
-            data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed, no_prune, top, keep_within,
-            gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python, comm_log, **nodes):
+            data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed,
+            no_prune, top, keep_within, gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python,
+            comm_log, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
     With no axis given (--zero, --offload, --offload-ratio, --act-ckpt, --compile, --grad-accum, ...) and a

@@ -44,8 +44,8 @@ def _family(row: dict) -> str:
     method (attention, loss, sequence parallelism) and the ranks it runs on."""
     extra = ["ckpt"] if row["toggles"]["act_ckpt"] else []
     extra += ["compile"] if row["toggles"]["compile"] else []
-    return json.dumps([model_text(row), gpu_label({**row, "world_size": 1}), f"z{zero_stage(row)}", offload_text(row), row["precision"],
-                       *extra, f"mb{row['micro_batch']}", row["grad_accum"]])
+    return json.dumps([model_text(row), gpu_label({**row, "world_size": 1}), f"z{zero_stage(row)}", offload_text(row),
+                       row["precision"], *extra, f"mb{row['micro_batch']}", row["grad_accum"]])
 
 
 def long_context_table(rows: list[dict]) -> Table | None:
