@@ -55,7 +55,8 @@ def _lines(table):
 def test_long_context_table_puts_each_sparse_row_beside_the_dense_row_of_its_length():
     rows = read_rows(SPARSE_ROWS)
     table = rp.long_context_table(rows)
-    assert table.columns[:8] == ["seq", "attention", "loss", "GPUs (SP)", "block", "tiles", "tokens/s", "memory GiB"]
+    assert table.columns[:9] == ["seq", "attention", "loss", "savers", "GPUs (SP)", "block", "tiles", "tokens/s",
+                                 "memory GiB"]
     assert [line[:2] for line in _lines(table)] == [["64", "dense"], ["64", "bigbird"], ["64", "local"],
                                                     ["128", "dense"], ["128", "bigbird"], ["128", "local"]]
     dense = {r["model"]["seq_len"]: r for r in rows if not r.get("sparse_attention")}
@@ -63,19 +64,19 @@ def test_long_context_table_puts_each_sparse_row_beside_the_dense_row_of_its_len
             r.get("sparse_attention")), (r.get("sparse_attention") or {}).get("mode", "")))):
         base = dense[row["model"]["seq_len"]]
         ratio = row["figures"]["tokens_per_s"] / base["figures"]["tokens_per_s"]
-        assert line[8] == f"{ratio:.2f}"
-        assert line[6] == f"{row['figures']['tokens_per_s']:,.0f}"
+        assert line[9] == f"{ratio:.2f}"
+        assert line[7] == f"{row['figures']['tokens_per_s']:,.0f}"
 
 
 def test_tiled_loss_and_ulysses_rows_sit_beside_the_plain_one_rank_row_of_their_length():
     rows = read_rows(LONG_CONTEXT_ROWS)  # llama-tiny, seq 128, CPU: plain, tiled; 2 ranks Ulysses 2 plain, tiled
     table = rp.long_context_table(rows)
     assert len([r for r in table.rows if isinstance(r, str)]) == 1  # one family whatever the ranks
-    assert [line[1:4] for line in _lines(table)] == [["dense", "plain", "1"], ["dense", "tiled", "1"],
-                                                     ["dense", "plain", "2 (2)"], ["dense", "tiled", "2 (2)"]]
+    assert [line[1:5] for line in _lines(table)] == [["dense", "plain", "-", "1"], ["dense", "tiled", "-", "1"],
+                                                     ["dense", "plain", "-", "2 (2)"], ["dense", "tiled", "-", "2 (2)"]]
     base = next(r for r in rows if r["world_size"] == 1 and r["toggles"]["loss"] == "plain")
     for line, row in zip(_lines(table)[1:], [r for r in rows if r is not base]):
-        assert line[8] == f"{row['figures']['tokens_per_s'] / base['figures']['tokens_per_s']:.2f}"
+        assert line[9] == f"{row['figures']['tokens_per_s'] / base['figures']['tokens_per_s']:.2f}"
 
 
 def test_no_long_context_table_without_sparse_rows():

@@ -30,13 +30,24 @@ def loss_text(row: dict) -> str:
     return (row.get("toggles") or {}).get("loss") or "plain"
 
 
+def savers_text(row: dict) -> str:
+    """The memory savers of dsx.rank.memory_savers the row ran with ('-': none)."""
+    toggles = row.get("toggles") or {}
+    names = [name for key, name in (("act_ckpt_offload", "ckpt offload"), ("tiled_mlp", "tiled MLP"))
+             if toggles.get(key)]
+    return " + ".join(names) or "-"
+
+
 def _long_context_method(row: dict) -> bool:
-    """A row of a long-context method: sparse attention, the tiled loss or Ulysses sequence parallelism."""
-    return bool(row.get("sparse_attention")) or loss_text(row) != "plain" or sequence_parallel_of(row) > 1
+    """A row of a long-context method: sparse attention, the tiled loss, Ulysses sequence parallelism or a memory
+    saver (--act-ckpt-offload, --tiled-mlp)."""
+    return (bool(row.get("sparse_attention")) or loss_text(row) != "plain" or sequence_parallel_of(row) > 1
+            or savers_text(row) != "-")
 
 
 def _is_base(row: dict) -> bool:
-    return not row.get("sparse_attention") and loss_text(row) == "plain" and sequence_parallel_of(row) == 1
+    return (not row.get("sparse_attention") and loss_text(row) == "plain" and sequence_parallel_of(row) == 1
+            and savers_text(row) == "-")
 
 
 def _family(row: dict) -> str:
@@ -55,7 +66,7 @@ def long_context_table(rows: list[dict]) -> Table | None:
     if not any(_long_context_method(r) for r in rows):
         return None
     table = Table("Long context: sequence length, method, speed and memory",
-                  ["seq", "attention", "loss", "GPUs (SP)", "block", "tiles", "tokens/s", "memory GiB",
+                  ["seq", "attention", "loss", "savers", "GPUs (SP)", "block", "tiles", "tokens/s", "memory GiB",
                    "speed× base", "mem× base", "predicted attn×", "status"])
     families: dict[str, list[dict]] = {}
     for r in rows:
@@ -66,7 +77,8 @@ def long_context_table(rows: list[dict]) -> Table | None:
         model, gpu, *config = json.loads(key)
         table.rows.append(f"{model} · {gpu} · {' '.join(str(c) for c in config[:-1])}")
         ordered = sorted(members, key=lambda r: (r["model"]["seq_len"], not _is_base(r), r["world_size"],
-                                                 attention_text(r), loss_text(r), sequence_parallel_of(r)))
+                                                 attention_text(r), loss_text(r), savers_text(r),
+                                                 sequence_parallel_of(r)))
         for r in ordered:
             seq = r["model"]["seq_len"]
             base = min((b for b in members if b["model"]["seq_len"] == seq and _is_base(b) and b["status"] == "ok"),
@@ -75,7 +87,8 @@ def long_context_table(rows: list[dict]) -> Table | None:
             predicted = sparse.get("predicted_attention_speedup")
             size = sequence_parallel_of(r)
             table.rows.append([
-                f"{seq:,}", attention_text(r), loss_text(r), f"{r['world_size']}" + (f" ({size})" if size > 1 else ""),
+                f"{seq:,}", attention_text(r), loss_text(r), savers_text(r),
+                f"{r['world_size']}" + (f" ({size})" if size > 1 else ""),
                 str(sparse.get("block", "-")), fmt_pct(sparse["tile_fraction"]) if sparse else "-",
                 fmt_num(tokens_per_s(r), 0), fmt_gib(memory(r)),
                 fmt_ratio(_ratio(tokens_per_s(r), tokens_per_s(base) if base else None)) if r is not base else "1.00",
@@ -84,11 +97,12 @@ def long_context_table(rows: list[dict]) -> Table | None:
             ])
     table.legend = memory_legend(rows) + [
         "attention: dense (SDPA, no sparse request) or the sparse layout's mode, '(auto)' when --sparse-attention "
-        "auto chose; loss: plain (transformers' head and loss, whole logits) or tiled (--loss tiled); GPUs (SP): "
+        "auto chose; loss: plain (transformers' head and loss, whole logits) or tiled (--loss tiled); savers: "
+        "--act-ckpt-offload (ckpt offload) and --tiled-mlp (tiled MLP); GPUs (SP): "
         "the ranks, and the Ulysses group size with --sequence-parallel (tokens/s counts every rank's); tiles: the "
         "128 x 128 tiles FlexAttention computes, as a share of a dense kernel's (causal: those on and below the "
         "diagonal); speed× and mem× base: tokens/s and memory against the row of the same model, configuration "
-        "and sequence length with dense attention, the plain loss and no sequence parallelism "
+        "and sequence length with dense attention, the plain loss, no saver and no sequence parallelism "
         "(the fewest ranks; memory is per rank); predicted attn×: dsx.sparse.predict's dense / FlexAttention "
         "time of one attention call (CUDA rows)."]
     return table
