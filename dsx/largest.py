@@ -245,6 +245,7 @@ def configuration_fits(rung_spec, gpu: str) -> tuple[bool, str]:
     from dsx.fit import host_capacity, nvme_capacity, shortfall_text
     from dsx.fit import Resource
     from dsx.run import RunRefused, resolve_trial
+    from dsx.run.kernels import loss_tile_of
     from dsx.sweep.space import sweep_configurations
     from dsx.sweep.trials import run_request
 
@@ -257,7 +258,7 @@ def configuration_fits(rung_spec, gpu: str) -> tuple[bool, str]:
             result = estimate(Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
                                     micro_batch=1, grad_accum=1, attn=spec.attn, act_ckpt=configuration.act_ckpt,
                                     gpu=GPUS[gpu], memory_limit=spec.memory_cap, compile=configuration.compile,
-                                    host_memory=host, nvme_free=nvme, loss_tile_tokens=trial.loss_tile_tokens,
+                                    host_memory=host, nvme_free=nvme, loss_tile_tokens=loss_tile_of(trial),
                                     sequence_parallel=trial.sequence_parallel,
                                     act_ckpt_offload=trial.request.act_ckpt_offload,
                                     tiled_mlp=trial.request.tiled_mlp),
@@ -314,6 +315,7 @@ def _estimate_at(rung_spec, item, gpu: str, estimate):
     from dsx.estimate import GPUS, Setup
     from dsx.fit import host_capacity, nvme_capacity
     from dsx.run import resolve_trial
+    from dsx.run.kernels import loss_tile_of
     from dsx.sweep.trials import run_request
 
     trial = resolve_trial(run_request(rung_spec, item.configuration, item.start, "fixed"))
@@ -322,6 +324,6 @@ def _estimate_at(rung_spec, item, gpu: str, estimate):
                           act_ckpt=item.configuration.act_ckpt, gpu=GPUS[gpu], memory_limit=rung_spec.memory_cap,
                           compile=item.configuration.compile, host_memory=host_capacity(rung_spec.host_memory),
                           nvme_free=nvme_capacity(rung_spec.nvme_free, rung_spec.nvme_path),
-                          loss_tile_tokens=trial.loss_tile_tokens, sequence_parallel=trial.sequence_parallel,
+                          loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
                           act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp),
                   search_max=False)

@@ -95,6 +95,8 @@ def by_design(trial) -> str | None:
         reasons.append(f"the 1-bit optimizer {trial.ds_config['optimizer']['type']} (compressed gradients)")
     if trial.sparse is not None and trial.sparse.info.get("applied"):
         reasons.append(f"sparse attention ({trial.sparse.info.get('mode')}: attention over fewer token pairs)")
+    if trial.kernels is not None and trial.kernels.fp8:
+        reasons.append(f"float8 matmuls ({trial.kernels.fp8}: inputs and weights rounded to 8 bits)")
     return "; ".join(reasons) or None
 
 
@@ -167,7 +169,8 @@ def reference_request(candidate, trial, config_path: Path, micro: int, accum: in
     return replace(candidate, config_path=str(config_path), preset=None, config_flags={}, ds_sets=(),
                    gpus=replicas if trial.pipeline or trial.sequence_parallel else candidate.gpus, compile=False,
                    act_ckpt=False, sequence_parallel=None,
-                   loss="plain", loss_tile_tokens=None, act_ckpt_offload=False, tiled_mlp=False,
+                   loss="plain", loss_tile_tokens=None, act_ckpt_offload=False, tiled_mlp=False, kernels=None,
+                   fp8=None,
                    sparse_attention="none" if trial.sparse is not None else None, sparse_sets=(),
                    pipeline_stages=None, pipeline_partition=None, inject_failure=None, results=results,
                    sweep=None, command=[], flop_check=False,

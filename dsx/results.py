@@ -71,6 +71,12 @@ class Toggles(_Row):
     """--act-ckpt-offload: each checkpointed layer's input kept in host memory (dsx.rank.memory_savers)."""
     tiled_mlp: bool = False
     """--tiled-mlp: Llama MLPs a slice of tokens at a time (DeepSpeed's TiledMLP; dsx.rank.memory_savers)."""
+    kernels: str | None = None
+    """--kernels liger: Liger Kernel's Triton kernels (dsx.rank.kernels); None: the stock kernels."""
+    liger_fused_loss: bool = False
+    """With --kernels liger: Liger's fused linear cross-entropy owns the loss (no logits)."""
+    fp8: str | None = None
+    """--fp8 tensorwise|rowwise: torchao's float8 training of the decoder's linear layers."""
 
 
 class StepTime(_Row):

@@ -8,7 +8,7 @@ import sys
 import click
 
 from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, host_options,
-                             long_context_options, model_options, pick_gpu_kind, pipeline_options)
+                             kernel_options, long_context_options, model_options, pick_gpu_kind, pipeline_options)
 from dsx.fit import nvme_capacity
 from dsx.units import GIB, MIB
 
@@ -39,6 +39,7 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--compile", "compile_", is_flag=True, help="DeepSpeed's engine.compile(), as dsx run --compile (its "
                                                           "activation and speed factors: dsx.calibration).")
 @long_context_options
+@kernel_options
 @host_options
 @click.option("--largest", is_flag=True,
               help="The largest model of --model's family that fits here (or on --gpu-kind / --host-memory), with the "
@@ -52,7 +53,7 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
             gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, sequence_parallel,
-            act_ckpt_offload, tiled_mlp, host_memory, nvme_free,
+            act_ckpt_offload, tiled_mlp, kernels, fp8, host_memory, nvme_free,
             largest, longest, min_tflops, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
@@ -95,6 +96,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                                                 "loss": loss != "plain" or loss_tile_tokens,
                                                 "sequence_parallel": sequence_parallel,
                                                 "act_ckpt_offload": act_ckpt_offload, "tiled_mlp": tiled_mlp,
+                                                "kernels": kernels != "none", "fp8": fp8 != "none",
                                                 **config_options})
         return
     if largest:
@@ -106,7 +108,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                         min_tflops=min_tflops, as_json=as_json,
                         given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
                                "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt, "compile": compile_,
-                               "act_ckpt_offload": act_ckpt_offload, "tiled_mlp": tiled_mlp, **config_options})
+                               "act_ckpt_offload": act_ckpt_offload, "tiled_mlp": tiled_mlp,
+                               "kernels": kernels != "none", "fp8": fp8 != "none", **config_options})
         return
     try:
         resolved = resolve_model_cached(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
@@ -116,7 +119,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
         config_flags=config_flags(config_options), pipeline_stages=pipeline_stages,
         pipeline_partition=pipeline_partition, sequence_parallel=sequence_parallel,
-        act_ckpt_offload=act_ckpt_offload, tiled_mlp=tiled_mlp)
+        act_ckpt_offload=act_ckpt_offload, tiled_mlp=tiled_mlp, kernels=kernels, fp8=fp8)
     try:
         config, source, warnings = resolve_config(request, gpus)
         if source == "flags":  # sized to the model as dsx run writes them
@@ -136,6 +139,19 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         from dsx.run.memory_savers import check_memory_savers
 
         check_memory_savers(request, resolved, pipeline, [])
+        from dsx.config_facts import zero_stage
+        from dsx.run.kernels import kernel_plan, liger_chunk_tokens
+
+        kernel_notes: list[str] = []
+        plan = kernel_plan(request, resolved, "cuda", zero_stage(config), pipeline, sequence, bool(loss_tile),
+                           kernel_notes, check_installed=False)
+        if plan is not None and plan.fused_loss:  # its logits exist a chunk at a time, as --loss tiled's
+            loss_tile = liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size,
+                                           batch.train_micro_batch_size_per_gpu * resolved.seq_len)
+        if plan is not None and plan.fp8:
+            kernel_notes.append(f"--fp8 {plan.fp8}: not in the estimate yet (speed and memory as bf16; no FP8 row "
+                                "has calibrated it)")
+        warnings += kernel_notes
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     except (BatchError, TypeError) as exc:

@@ -12,7 +12,8 @@ from dsx.units import fmt_gib, gib
 GIVEN_REFUSED = {"config": "--config", "preset": "--preset", "pipeline_stages": "--pipeline-stages",
                  "zero": "--zero", "offload": "--offload", "offload_params": "--offload-params",
                  "micro_batch": "--micro-batch", "grad_accum": "--grad-accum",
-                 "act_ckpt_offload": "--act-ckpt-offload", "tiled_mlp": "--tiled-mlp"}
+                 "act_ckpt_offload": "--act-ckpt-offload", "tiled_mlp": "--tiled-mlp", "kernels": "--kernels",
+                 "fp8": "--fp8"}
 """Options --largest chooses itself (the configuration is its answer), refused beside it."""
 
 

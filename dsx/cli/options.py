@@ -259,6 +259,23 @@ _LONG_CONTEXT_OPTIONS = (
 )
 
 
+_KERNEL_OPTIONS = (
+    click.option("--kernels", type=click.Choice(["none", "liger"]), default="none", show_default=True,
+                 help="liger: Liger Kernel's Triton kernels for Llama models (RoPE, RMSNorm, SwiGLU, fused linear "
+                      "cross-entropy; pip install 'dsx[kernels]'). CUDA only."),
+    click.option("--fp8", type=click.Choice(["none", "tensorwise", "rowwise"]), default="none", show_default=True,
+                 help="torchao's float8 training of the decoder's linear layers (pip install 'dsx[fp8]'): an FP8 GPU "
+                      "(H100, H200, L4, L40), ZeRO 0-2. Changes the arithmetic: dsx check reports the difference."),
+)
+
+
+def kernel_options(f):
+    """--kernels and --fp8 (dsx.run.kernels): run, estimate, sweep."""
+    for option in reversed(_KERNEL_OPTIONS):
+        f = option(f)
+    return f
+
+
 def long_context_options(f):
     """--loss, --sequence-parallel, --loss-tile-tokens, --act-ckpt-offload, --tiled-mlp (dsx.run.loss,
     dsx.run.sequence, dsx.run.memory_savers): run, estimate, sweep."""

@@ -8,8 +8,8 @@ import time
 import click
 
 from dsx.cli.lane_options import run_lane_options
-from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, data_options, long_context_options,
-                             model_options, node_options, pipeline_options, sparse_options)
+from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, data_options, kernel_options,
+                             long_context_options, model_options, node_options, pipeline_options, sparse_options)
 
 ENTERED = time.time()
 
@@ -29,6 +29,7 @@ RUN_OPTIONS = (
                  help="Attention implementation (flash: flash_attn on CUDA)."),
     act_ckpt_option("Activation checkpointing (transformers gradient_checkpointing_enable); bare --act-ckpt is on."),
     long_context_options,
+    kernel_options,
     sparse_options,
     data_options,
     click.option("--flop-check", is_flag=True,
@@ -78,6 +79,7 @@ def request_of(options: dict, command: list[str]):
         data_dtype=o["data_dtype"], data_seed=o["data_seed"], **{key: o[key] for key in NODE_KEYS},
         pipeline_stages=o["pipeline_stages"], pipeline_partition=o["pipeline_partition"],
         sequence_parallel=o["sequence_parallel"], act_ckpt_offload=o["act_ckpt_offload"], tiled_mlp=o["tiled_mlp"],
+        kernels=o["kernels"], fp8=o["fp8"],
     )
 
 

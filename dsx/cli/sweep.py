@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from dsx.cli.lane_options import comm_log_option, python_option
-from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, long_context_options,
-                             node_options, pick_gpu_kind)
+from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, kernel_options,
+                             long_context_options, node_options, pick_gpu_kind)
 from dsx.cli.sweep_axes import (_act_ckpt, _booleans, _buckets, _choices, _ints, _one_or_list, _ratios, _sparse_words,
                                 _stages, _vary)
 
@@ -76,6 +76,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
               help="Attention implementation of every trial (flash: flash_attn on CUDA).")
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
 @long_context_options
+@kernel_options
 @click.option("--sparse-attention", "sparse_attention", metavar="LIST",
               help="Block-sparse attention axis, as dsx run --sparse-attention: e.g. none,bigbird,fixed (none: dense "
                    "attention); with --vary seq_len=... for sequence length against speed and memory.")
@@ -116,7 +117,8 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
-            loss, loss_tile_tokens, sequence_parallel, act_ckpt_offload, tiled_mlp, sparse_attention, sparse_sets,
+            loss, loss_tile_tokens, sequence_parallel, act_ckpt_offload, tiled_mlp, kernels, fp8, sparse_attention,
+            sparse_sets,
             data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed,
             no_prune, top, keep_within, gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python,
             comm_log, **nodes):
@@ -192,7 +194,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch, loss=loss, loss_tile_tokens=loss_tile_tokens,
         sequence_parallel=sequence_parallel, comm_log=comm_log, act_ckpt_offload=act_ckpt_offload,
-        tiled_mlp=tiled_mlp,
+        tiled_mlp=tiled_mlp, kernels=kernels, fp8=fp8,
     )
     if act_ckpt_offload and True not in spec.act_ckpt and spec.search == "grid" and \
             ctx.get_parameter_source("act_ckpt") is not click.core.ParameterSource.DEFAULT:

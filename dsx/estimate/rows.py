@@ -52,5 +52,15 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
                  memory_limit=row.get("memory_cap"), pipeline_stages=pipeline.get("stages"),
                  pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")),
-                 loss_tile_tokens=toggles.get("loss_tile_tokens") if toggles.get("loss") == "tiled" else None,
+                 loss_tile_tokens=_loss_tile(row, resolved),
                  act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")))
+
+
+def _loss_tile(row: dict, resolved) -> int | None:
+    """The tile the row's loss ran in: --loss tiled's, Liger's fused loss's chunk, or None (whole logits)."""
+    toggles = row.get("toggles") or {}
+    if toggles.get("liger_fused_loss"):
+        from dsx.run.kernels import liger_chunk_tokens
+
+        return liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size, row["micro_batch"] * resolved.seq_len)
+    return toggles.get("loss_tile_tokens") if toggles.get("loss") == "tiled" else None

@@ -207,6 +207,11 @@ def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progre
                                 "their input in host memory")
         if plan.toggles.tiled_mlp:
             report.notes.append(f"--tiled-mlp: {tile_mlps(model, resolved.family)} MLP(s) run through TiledMLP")
+    if plan.toggles.kernels or plan.toggles.fp8:
+        from dsx.rank.kernels import apply_kernels
+
+        report.notes += apply_kernels(model, resolved.family, plan.toggles.kernels == "liger",
+                                      plan.toggles.liger_fused_loss, plan.toggles.fp8)
     report.params_seen = int(sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()))
     if plan.toggles.loss == "tiled":
         from dsx.config_facts import zero_stage

@@ -46,6 +46,10 @@ class Toggles(BaseModel):
     act_ckpt_offload: bool = False
     tiled_mlp: bool = False
     """dsx.rank.memory_savers."""
+    kernels: str | None = None
+    liger_fused_loss: bool = False
+    fp8: str | None = None
+    """dsx.rank.kernels."""
 
 
 class Injection(BaseModel):

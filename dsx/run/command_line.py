@@ -49,6 +49,10 @@ def run_command(request) -> list[str]:
     for flag, on in (("--act-ckpt-offload", request.act_ckpt_offload), ("--tiled-mlp", request.tiled_mlp)):
         if on:
             argv.append(flag)
+    if request.kernels not in (None, "none"):
+        argv += ["--kernels", request.kernels]
+    if request.fp8 not in (None, "none"):
+        argv += ["--fp8", request.fp8]
     if request.sparse_attention is not None:
         argv += ["--sparse-attention", request.sparse_attention]
     for item in request.sparse_sets:

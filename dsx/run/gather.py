@@ -307,6 +307,8 @@ def gather(prepared: Prepared, completed) -> RunRow:
         precision=prepared.precision, steps=request.steps, warmup=request.warmup,
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt,
                         act_ckpt_offload=request.act_ckpt_offload, tiled_mlp=request.tiled_mlp,
+                        **(prepared.rank_plan.toggles.model_dump(include={"kernels", "liger_fused_loss", "fp8"})
+                           if prepared.rank_plan else {}),
                         **({"loss": "tiled", "loss_tile_tokens": prepared.rank_plan.toggles.loss_tile_tokens}
                            if prepared.rank_plan and prepared.rank_plan.toggles.loss == "tiled" else {})),
         figures=figures, memory=memory, ranks=ranks_of(ranks), status=status, error=error,

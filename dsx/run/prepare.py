@@ -18,6 +18,7 @@ from dsx import leftovers
 from dsx.config_facts import precision_of
 from dsx.host import cpu_count, free_port
 from dsx.launcher import LaunchError, LaunchPlan, build_launch
+from dsx.run.kernels import kernel_toggles
 from dsx.rank.protocol import PLAN_FILE, RankPlan, Toggles
 from dsx.run.nodes import Placement, gpu_capabilities, launch_nodes, master_addr
 from dsx.run.refused import RunRefused
@@ -90,7 +91,8 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
         steps=request.steps, warmup=request.warmup,
         toggles=Toggles(tf32=request.tf32, compile=request.compile, attn=request.attn, act_ckpt=request.act_ckpt,
                         loss="tiled" if trial.loss_tile_tokens else "plain", loss_tile_tokens=trial.loss_tile_tokens,
-                        act_ckpt_offload=request.act_ckpt_offload, tiled_mlp=request.tiled_mlp),
+                        act_ckpt_offload=request.act_ckpt_offload, tiled_mlp=request.tiled_mlp,
+                        **kernel_toggles(trial.kernels)),
         ds_config_path=str(config_path), output_dir=str(run_dir), device=device, flop_check=request.flop_check,
         inject_failure=request.inject_failure, memory_cap=request.memory_cap,
         sparse_attention=trial.sparse.plan if trial.sparse is not None else None, pipeline=trial.pipeline,

@@ -51,6 +51,10 @@ class RunRequest(NodeRequest):
     """--act-ckpt-offload: checkpointed layer inputs kept in host memory (dsx.rank.memory_savers)."""
     tiled_mlp: bool = False
     """--tiled-mlp: Llama MLPs through DeepSpeed's TiledMLP (dsx.rank.memory_savers)."""
+    kernels: str | None = None
+    """--kernels: none or liger (dsx.run.kernels)."""
+    fp8: str | None = None
+    """--fp8: none, tensorwise or rowwise (torchao's float8 training; dsx.run.kernels)."""
     results: str = DEFAULT_RESULTS
     timeout_s: float | None = DEFAULT_TIMEOUT_S
     flop_check: bool = False
@@ -119,6 +123,8 @@ class Trial:
     """Tokens per tile of --loss tiled; None: the plain loss."""
     sequence_parallel: int | None = None
     """Ranks sharing each micro-batch's sequence (Ulysses); None: no sequence parallelism."""
+    kernels: Any = None
+    """dsx.run.kernels.KernelPlan: Liger's kernels and float8 training; None: the stock kernels."""
 
 
 def resolve_config(request: RunRequest, world_size: int, lane: Any = None) -> tuple[dict, str, list[str]]:
@@ -332,6 +338,10 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.run.memory_savers import check_memory_savers
 
     check_memory_savers(request, resolved, pipeline, notes)
+    from dsx.config_facts import zero_stage
+    from dsx.run.kernels import kernel_plan
+
+    kernels = kernel_plan(request, resolved, device, zero_stage(config), pipeline, sequence, bool(loss_tile), notes)
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide
@@ -360,6 +370,8 @@ def resolve_trial(request: RunRequest) -> Trial:
                                         **({"loss": "tiled", "loss_tile_tokens": loss_tile} if loss_tile else {}),
                                         **({"act_ckpt_offload": True} if request.act_ckpt_offload else {}),
                                         **({"tiled_mlp": True} if request.tiled_mlp else {}),
+                                        **({"kernels": "liger"} if kernels and kernels.liger else {}),
+                                        **({"fp8": kernels.fp8} if kernels and kernels.fp8 else {}),
                                         **({"sparse_attention": {"requested": requested, **sparse.info["params"]}}
                                            if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
@@ -369,7 +381,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                                lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None,
                                data=data.trial_part()),
                  layout=layout, sparse=sparse, pipeline=pipeline, lane=lane, data=data, loss_tile_tokens=loss_tile,
-                 sequence_parallel=sequence)
+                 sequence_parallel=sequence, kernels=kernels)
 
 
 def resolve_data(request: RunRequest, resolved, global_batch: int, notes: list[str]):

@@ -186,6 +186,9 @@ class SweepSpec:
     """--loss / --loss-tile-tokens of every trial (dsx run's: the tiled loss keeps no whole logits)."""
     act_ckpt_offload: bool = False
     tiled_mlp: bool = False
+    kernels: str | None = None
+    fp8: str | None = None
+    """--kernels / --fp8 of every trial (dsx run's, dsx.run.kernels)."""
     """--act-ckpt-offload / --tiled-mlp of every trial (dsx run's, dsx.rank.memory_savers)."""
     comm_log: bool = True
     """--comm-log/--no-comm-log of every trial (dsx run's: the logger synchronises after every collective)."""
@@ -219,6 +222,8 @@ class SweepSpec:
             nodes.update(comm_log=False)
         if self.act_ckpt_offload or self.tiled_mlp:  # and of sweeps without the memory savers
             nodes.update(act_ckpt_offload=self.act_ckpt_offload, tiled_mlp=self.tiled_mlp)
+        if self.kernels not in (None, "none") or self.fp8 not in (None, "none"):  # and of sweeps on stock kernels
+            nodes.update(kernels=self.kernels, fp8=self.fp8)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
         if self.data is not None or self.data_dtype is not None or self.data_seed is not None:  # and of default data
             lane.update(data=self.data, data_dtype=self.data_dtype, data_seed=self.data_seed)

@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 
+from dsx.run.kernels import loss_tile_of
 from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
 from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import cap_filling_micro_batches, global_batch_grad_accum, micro_batch_ceiling, run_request
@@ -119,7 +120,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                          pipeline_stages=trial.pipeline.stages if trial.pipeline else None,
                          pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters",
                          compile=configuration.compile, host_memory=host, nvme_free=nvme,
-                         loss_tile_tokens=trial.loss_tile_tokens, sequence_parallel=trial.sequence_parallel,
+                         loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
                          ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
         try:

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The kernel ladder on one H100 (issue 33, bench/kernels/README.md), from the repo root, the wheelhouse in .whl with
+# liger-kernel 0.8.5 and torchao 0.18.0 beside dsx's wheels (bench/gpu/wheelhouse.sh, then pip download them):
+#     bash bench/kernels/h100.sh $OUT [MODEL [SEQ [MICRO_BATCH]]]     # kind nvidia-h100-x1, carry [".whl"]
+# One command, each rung against the configuration without it, alternating while BUDGET_S (default 540) lasts:
+# base, --kernels liger, --fp8 tensorwise, base, --kernels liger, --fp8 tensorwise, ... ZeRO-1, bf16, torch's fused
+# AdamW, eager (no compile), 5 timed steps after 2, the learnable synthetic data; rows in $OUT/kernels.jsonl.
+set -uo pipefail
+out=${1:?usage: bench/kernels/h100.sh OUT [MODEL [SEQ [MICRO_BATCH]]]}
+model=${2:-llama-1b} seq=${3:-2048} mb=${4:-8}
+source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
+set_deadline "${BUDGET_S:-540}"
+mkdir -p "$out"
+res=$out/kernels.jsonl
+start_log "$out/kernels.log"
+common=(--model "$model" --seq-len "$seq" --gpus 1 --zero 1 --precision bf16 --micro-batch "$mb" --steps 5 --warmup 2
+        --ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true --results "$res")
+for round in 1 2 3; do
+  for rung in base liger fp8; do
+    case $rung in
+      base) extra=() ;;
+      liger) extra=(--kernels liger) ;;
+      fp8) extra=(--fp8 tensorwise) ;;
+    esac
+    run_by 150 python3 -m dsx run "${common[@]}" "${extra[@]}" </dev/null || true
+  done
+done
+[ -s "$res" ] && python3 -m dsx report "$res" --format markdown >>"$log" 2>&1
+show_log

@@ -1,0 +1,95 @@
+"""--kernels liger and --fp8: refused where they cannot apply, recorded and repeated where they can
+(dsx.run.kernels; the kernels themselves run on GPU hosts only: bench/kernels)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from dsx.cli import cli
+from dsx.run import RunRefused
+from dsx.run.kernels import KernelPlan, kernel_plan, kernel_toggles, liger_chunk_tokens
+
+
+class _Request:
+    def __init__(self, kernels="none", fp8="none"):
+        self.kernels, self.fp8 = kernels, fp8
+
+
+def _plan(model="llama-1b", kernels="none", fp8="none", zero=2, device="cuda", sequence=None, tiled=False,
+          pipeline=None):
+    from dsx.models import resolve_model
+
+    notes: list[str] = []
+    plan = kernel_plan(_Request(kernels, fp8), resolve_model(model), device, zero, pipeline, sequence, tiled, notes,
+                       check_installed=False)
+    return plan, notes
+
+
+def test_nothing_asked_is_no_plan():
+    assert _plan() == (None, [])
+
+
+def test_liger_on_llama_takes_the_loss_too():
+    plan, notes = _plan(kernels="liger")
+    assert plan == KernelPlan(liger=True, fused_loss=True, fp8=None)
+    assert notes == ["kernels: Liger: RoPE, RMSNorm, SwiGLU, fused linear cross-entropy"]
+    assert kernel_toggles(plan) == {"kernels": "liger", "liger_fused_loss": True, "fp8": None}
+
+
+@pytest.mark.parametrize("zero, sequence, tiled, why", [
+    (3, None, False, "ZeRO-3 partitions the head weight it reads outside the head's forward"),
+    (2, None, True, "--loss tiled owns the loss"),
+    (2, 2, False, "Ulysses computes the loss from its shard's logits")])
+def test_liger_leaves_the_loss_where_something_else_owns_it(zero, sequence, tiled, why):
+    plan, notes = _plan(kernels="liger", zero=zero, sequence=sequence, tiled=tiled)
+    assert plan.liger and not plan.fused_loss
+    assert notes[0] == f"--kernels liger: without its fused linear cross-entropy ({why})"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"model": "gpt2", "kernels": "liger"}, "--kernels liger: Liger Kernel patches Llama-family models here; gpt2 "
+                                            "is a gpt2 model (Liger 0.8.5 has no gpt2 support)"),
+    ({"fp8": "rowwise", "zero": 3}, "--fp8 rowwise with ZeRO-3: not supported by dsx (torchao's float8 all-gather "
+                                    "is FSDP2's; ZeRO-3 partitions the weights Float8Linear casts); use ZeRO 0-2"),
+    ({"kernels": "liger", "device": "cpu"}, "--kernels liger needs a CUDA GPU: Liger's kernels are Triton kernels"),
+    ({"fp8": "tensorwise", "device": "cpu"}, "--fp8 tensorwise needs an FP8 GPU (compute capability 8.9 or more: "
+                                             "H100, H200, L4, L40)"),
+    ({"kernels": "liger", "fp8": "tensorwise", "pipeline": object()},
+     "--kernels liger and --fp8 tensorwise with pipeline stages: not supported by dsx; drop one"),
+])
+def test_what_cannot_apply_is_refused_with_its_reason(kwargs, message):
+    with pytest.raises(RunRefused) as caught:
+        _plan(**kwargs)
+    assert str(caught.value) == message
+
+
+def test_dsx_run_on_cpu_refuses_in_one_line():
+    result = CliRunner().invoke(cli, ["run", "--model", "llama-tiny", "--kernels", "liger", "--dry-run"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == ["Error: --kernels liger needs a CUDA GPU: Liger's kernels are "
+                                                  "Triton kernels"]
+
+
+def test_liger_chunks_its_loss_as_liger_does():
+    # ceil(128256 / 2048) = 63 words per hidden unit; 16,384 tokens / 63 -> 261 -> 512
+    assert liger_chunk_tokens(128256, 2048, 16384) == 512
+    assert liger_chunk_tokens(32000, 4096, 4096) == 512 and liger_chunk_tokens(50000, 64, 1) == 1
+
+
+def test_the_estimate_prices_ligers_loss_a_chunk_at_a_time():
+    args = ["estimate", "--model", "llama-1b", "--zero", "2", "--micro-batch", "4", "--gpu-kind", "h100-80gb"]
+    plain = CliRunner().invoke(cli, args)
+    liger = CliRunner().invoke(cli, [*args, "--kernels", "liger"])
+    assert plain.exit_code == liger.exit_code == 0, plain.output + liger.output
+    assert "loss gradients" in plain.output and "loss tile" not in plain.output
+    assert "loss tile" in liger.output and "note: kernels: Liger: RoPE, RMSNorm, SwiGLU, fused linear" in liger.output
+
+
+def test_the_kernels_reach_the_command_that_repeats_the_run():
+    from dsx.run import RunRequest
+    from dsx.run.command_line import run_command
+
+    argv = run_command(RunRequest(model="llama-1b", kernels="liger", fp8="rowwise"))
+    assert argv[argv.index("--kernels") + 1] == "liger" and argv[argv.index("--fp8") + 1] == "rowwise"
+    assert "--kernels" not in run_command(RunRequest(model="llama-1b", kernels="none"))
