@@ -30,7 +30,7 @@ def test_a_plan_round_trips_through_its_file(tmp_path):
     assert RankPlan.read(tmp_path / "plan.json") == plan
     assert json.loads((tmp_path / "plan.json").read_text())["toggles"] == {
         "tf32": False, "compile": False, "attn": "sdpa", "act_ckpt": True, "loss": "plain", "loss_tile_tokens": None,
-        "act_ckpt_offload": False, "tiled_mlp": False}
+        "act_ckpt_offload": False, "tiled_mlp": False, "kernels": None, "liger_fused_loss": False, "fp8": None}
 
 
 def test_an_injection_names_kind_step_and_rank():
