@@ -93,3 +93,47 @@ def test_the_kernels_reach_the_command_that_repeats_the_run():
     argv = run_command(RunRequest(model="llama-1b", kernels="liger", fp8="rowwise"))
     assert argv[argv.index("--kernels") + 1] == "liger" and argv[argv.index("--fp8") + 1] == "rowwise"
     assert "--kernels" not in run_command(RunRequest(model="llama-1b", kernels="none"))
+
+
+def test_the_default_search_runs_each_point_with_each_kernel_and_float8_only_below_zero_3():
+    from dsx.sweep import SweepSpec
+    from dsx.sweep.space import default_configurations
+
+    spec = SweepSpec(model="llama-tiny", zero=[1], offload=["none"], kernels=[None, "liger"],
+                     fp8=[None, "tensorwise"])
+    points = default_configurations(spec)
+    assert {(p.kernels, p.fp8) for p in points if p.zero != 3} == {(None, None), ("liger", None),
+                                                                   (None, "tensorwise"), ("liger", "tensorwise")}
+    assert {p.fp8 for p in points if p.zero == 3} == {None}
+    liger = next(p for p in points if p.kernels and p.fp8 and p.zero == 1 and not p.act_ckpt and not p.compile
+                 and p.offload == "none")
+    assert liger.label == "z1 bf16 liger fp8=tensorwise"
+    assert liger.as_dict()["kernels"] == "liger" and "fp8" not in points[0].as_dict()
+
+
+def test_a_kernel_axis_word_dsx_does_not_know_is_refused():
+    result = CliRunner().invoke(cli, ["sweep", "--model", "llama-tiny", "--zero", "2", "--fp8", "none,e5m2",
+                                      "--dry-run"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == ("Error: --fp8: unknown word 'e5m2' (known: none, tensorwise, "
+                                                      "rowwise)")
+
+
+def test_on_cpu_the_sweep_lists_the_kernel_points_as_refused(tmp_path):
+    result = CliRunner().invoke(cli, ["sweep", "--model", "llama-tiny", "--zero", "2", "--micro-batch", "1",
+                                      "--kernels", "none,liger", "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "z2 bf16 liger  (skipped: refused: --kernels liger needs a CUDA GPU: Liger's kernels are Triton " \
+           "kernels)" in result.output
+
+
+def test_float8_is_judged_against_a_stated_one_percent_of_the_loss():
+    from dsx.parity import FP8_FLOOR, judge
+
+    reference = [10.0, 9.0, 8.0]
+    assert FP8_FLOOR == 0.01
+    inside = judge([10.0, 9.05, 8.07], reference, reference, "bf16", fp8=True)
+    assert inside.verdict == "same" and "float8 matmuls" in inside.rule
+    assert judge([10.0, 9.05, 8.07], reference, reference, "bf16").verdict == "differs"
+    outside = judge([10.0, 9.0, 8.2], reference, reference, "bf16", fp8=True)
+    assert outside.verdict == "differs" and outside.reason == "step 2: |8.2 - 8| = 0.2 > 0.08"

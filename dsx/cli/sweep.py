@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 
 from dsx.cli.lane_options import comm_log_option, python_option
-from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, kernel_options,
-                             long_context_options, node_options, pick_gpu_kind)
+from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, long_context_options,
+                             node_options, pick_gpu_kind)
 from dsx.cli.sweep_axes import (_act_ckpt, _booleans, _buckets, _choices, _ints, _one_or_list, _ratios, _sparse_words,
-                                _stages, _vary)
+                                _stages, _vary, _words)
 
 SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt", "compile_", "grad_accum",
                "pipeline_stages", "sparse_attention", "vary", "bucket_size")
@@ -76,7 +76,12 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
               help="Attention implementation of every trial (flash: flash_attn on CUDA).")
 @click.option("--tf32", is_flag=True, help="Allow TF32 matmuls.")
 @long_context_options
-@kernel_options
+@click.option("--kernels", "kernels_axis", metavar="LIST",
+              help="Kernel axis, as dsx run --kernels: none,liger (with no other axis, the default search runs each "
+                   "point with each); a row with liger is called best only if --check says it trains the same model.")
+@click.option("--fp8", "fp8_axis", metavar="LIST",
+              help="Float8 axis, as dsx run --fp8: none,tensorwise,rowwise (ZeRO 0-2 points only in the default "
+                   "search).")
 @click.option("--sparse-attention", "sparse_attention", metavar="LIST",
               help="Block-sparse attention axis, as dsx run --sparse-attention: e.g. none,bigbird,fixed (none: dense "
                    "attention); with --vary seq_len=... for sequence length against speed and memory.")
@@ -117,7 +122,8 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
-            loss, loss_tile_tokens, sequence_parallel, act_ckpt_offload, tiled_mlp, kernels, fp8, sparse_attention,
+            loss, loss_tile_tokens, sequence_parallel, act_ckpt_offload, tiled_mlp, kernels_axis, fp8_axis,
+            sparse_attention,
             sparse_sets,
             data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed,
             no_prune, top, keep_within, gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python,
@@ -194,7 +200,8 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch, loss=loss, loss_tile_tokens=loss_tile_tokens,
         sequence_parallel=sequence_parallel, comm_log=comm_log, act_ckpt_offload=act_ckpt_offload,
-        tiled_mlp=tiled_mlp, kernels=kernels, fp8=fp8,
+        tiled_mlp=tiled_mlp, kernels=_words(kernels_axis, "--kernels", ("liger",)),
+        fp8=_words(fp8_axis, "--fp8", ("tensorwise", "rowwise")),
     )
     if act_ckpt_offload and True not in spec.act_ckpt and spec.search == "grid" and \
             ctx.get_parameter_source("act_ckpt") is not click.core.ParameterSource.DEFAULT:
@@ -257,9 +264,10 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         raise click.UsageError(str(exc)) from None
     _print_summary(outcome)
     passed_over: set[str] = set()
-    if check and not outcome.interrupted:
+    kernels_only = not check and (spec.kernels != [None] or spec.fp8 != [None])
+    if (check or kernels_only) and not outcome.interrupted:
         try:
-            passed_over = _check_best(spec, outcome)
+            passed_over = _check_best(spec, outcome, kernels_only=kernels_only)
         except KeyboardInterrupt:
             outcome.interrupted = True
     if not outcome.interrupted:
@@ -341,9 +349,10 @@ def _print_best(spec, passed_over: set[str] = frozenset()) -> None:
         click.echo("\n".join(lines))
 
 
-def _check_best(spec, outcome, tries: int = 3) -> set[str]:
+def _check_best(spec, outcome, tries: int = 3, kernels_only: bool = False) -> set[str]:
     """--check: the parity check on the best row, then (if it differs) on the next configuration's best, up to
-    `tries` configurations; the labels of those that differ (passed over)."""
+    `tries` configurations; the labels of those that differ (passed over). kernels_only (a --kernels or --fp8 axis
+    without --check): only a best row with Liger's kernels or float8 is checked before it is called best."""
     from dsx.parity import plan_check, run_check, table
     from dsx.report.best import pick_best
     from dsx.report.load import ReportError
@@ -365,6 +374,8 @@ def _check_best(spec, outcome, tries: int = 3) -> set[str]:
                        err=True)
             return passed_over
         label = row["sweep"]["label"]
+        if kernels_only and not (trial.configuration.kernels or trial.configuration.fp8):
+            return passed_over
         click.echo(f"\ndsx sweep --check: does {label} mb{row['micro_batch']} train the same model as plain data "
                    "parallel?", err=True)
         try:

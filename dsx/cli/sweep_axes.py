@@ -59,6 +59,18 @@ def _act_ckpt(text: str) -> list[bool]:
         raise click.UsageError(f"--act-ckpt: {exc}") from None
 
 
+def _words(text: str | None, flag: str, known: tuple[str, ...]) -> list[str | None]:
+    """An axis of words, 'none' as None (--kernels none,liger -> [None, 'liger']); not given: [None]."""
+    if text is None:
+        return [None]
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    unknown = [w for w in words if w not in ("none", *known)]
+    if unknown or not words:
+        raise click.UsageError(f"{flag}: unknown word '{unknown[0] if unknown else text}' (known: none, "
+                               f"{', '.join(known)})")
+    return list(dict.fromkeys(None if w == "none" else w for w in words))
+
+
 def _sparse_words(text: str) -> list[str | None]:
     """--sparse-attention none,bigbird,auto: each word as dsx run takes it; none is dense attention (None)."""
     from dsx.sparse.spec import SparseRequestError, parse_word

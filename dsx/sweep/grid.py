@@ -49,11 +49,16 @@ class Configuration:
     bucket_size: int | None = None
     """--bucket-size: ZeRO's reduce bucket (and allgather bucket at ZeRO 1-2) in elements; None: the size dsx writes
     for the model (dsx.buckets)."""
+    kernels: str | None = None
+    """--kernels of this point (liger); None: the stock kernels."""
+    fp8: str | None = None
+    """--fp8 recipe of this point (tensorwise, rowwise); None: bf16/fp16 matmuls."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["vary"] = dict(self.vary)
-        for key in ("sparse", "pipeline_stages", "grad_accum", "offload_ratio", "bucket_size"):  # older rows: as they were
+        for key in ("sparse", "pipeline_stages", "grad_accum", "offload_ratio", "bucket_size", "kernels",
+                    "fp8"):  # older rows: as they were
             if data[key] is None:
                 del data[key]
         return data
@@ -65,6 +70,7 @@ class Configuration:
         extra += ([] if self.pipeline_stages is None else [f"pp{self.pipeline_stages}"]) + (
             [] if self.grad_accum is None else [f"ga{self.grad_accum}"])
         extra += [] if self.bucket_size is None else [f"bucket={bucket_text(self.bucket_size)}"]
+        extra += ([] if self.kernels is None else [self.kernels]) + ([] if self.fp8 is None else [f"fp8={self.fp8}"])
         return configuration_label(zero=self.zero, offload=self.offload, offload_params=self.offload_params,
                                    precision=self.precision, act_ckpt=self.act_ckpt, compile=self.compile,
                                    extra=extra, offload_ratio=self.offload_ratio or 1.0)
@@ -186,9 +192,9 @@ class SweepSpec:
     """--loss / --loss-tile-tokens of every trial (dsx run's: the tiled loss keeps no whole logits)."""
     act_ckpt_offload: bool = False
     tiled_mlp: bool = False
-    kernels: str | None = None
-    fp8: str | None = None
-    """--kernels / --fp8 of every trial (dsx run's, dsx.run.kernels)."""
+    kernels: list[str | None] = field(default_factory=lambda: [None])
+    fp8: list[str | None] = field(default_factory=lambda: [None])
+    """The --kernels and --fp8 axes (dsx run's words; None: stock kernels, no float8)."""
     """--act-ckpt-offload / --tiled-mlp of every trial (dsx run's, dsx.rank.memory_savers)."""
     comm_log: bool = True
     """--comm-log/--no-comm-log of every trial (dsx run's: the logger synchronises after every collective)."""
@@ -222,7 +228,7 @@ class SweepSpec:
             nodes.update(comm_log=False)
         if self.act_ckpt_offload or self.tiled_mlp:  # and of sweeps without the memory savers
             nodes.update(act_ckpt_offload=self.act_ckpt_offload, tiled_mlp=self.tiled_mlp)
-        if self.kernels not in (None, "none") or self.fp8 not in (None, "none"):  # and of sweeps on stock kernels
+        if self.kernels != [None] or self.fp8 != [None]:  # and of sweeps on stock kernels
             nodes.update(kernels=self.kernels, fp8=self.fp8)
         lane = {"python": self.python} if self.python else {}  # and of sweeps without --python
         if self.data is not None or self.data_dtype is not None or self.data_seed is not None:  # and of default data
@@ -240,11 +246,12 @@ class SweepSpec:
     def grid_configurations(self) -> list[Configuration]:
         """The product of the axes (dsx.sweep.space.configurations adds the default search)."""
         accums = self.grad_accum if isinstance(self.grad_accum, list) else [None]
-        points = [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga, r if o == "cpu" else None, b)
-                  for z, o, op, p, a, c, g, v, sp, pp, ga, r, b in itertools.product(
+        points = [Configuration(z, o, op, p, a, c, g, v, sp, pp, ga, r if o == "cpu" else None, b, k, f)
+                  for z, o, op, p, a, c, g, v, sp, pp, ga, r, b, k, f in itertools.product(
                       self.zero, self.offload, self.offload_params, self.precision, self.act_ckpt, self.compile,
                       self.gpus, self.vary_points(), self.sparse_attention, self.pipeline_stages, accums,
-                      [None if r is None or r >= 1 else r for r in self.offload_ratio], self.bucket_size)]
+                      [None if r is None or r >= 1 else r for r in self.offload_ratio], self.bucket_size,
+                      self.kernels, self.fp8)]
         return list(dict.fromkeys(points))  # a ratio applies to CPU offload only: the other points once
 
 

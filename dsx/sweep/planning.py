@@ -198,7 +198,9 @@ def _skip_twins(plans: list[Plan]) -> None:
     for item in plans:
         if item.skip is not None or not item.tokens_per_s:
             continue
-        twin = seen.setdefault((item.start, item.predicted_max, round(item.tokens_per_s, 3)), item)
+        # kernels and float8 are not in the estimate's speed yet: a point with them is nobody's twin
+        twin = seen.setdefault((item.start, item.predicted_max, round(item.tokens_per_s, 3),
+                                item.configuration.kernels, item.configuration.fp8), item)
         if twin is not item:
             item.skip = (f"predicted the same as {twin.configuration.label} (same largest micro-batch and tokens/s): "
                          "the default search runs one of them (--no-prune runs both)")

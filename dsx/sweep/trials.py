@@ -65,7 +65,7 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
         pipeline_partition=spec.pipeline_partition if configuration.pipeline_stages else None,
         data=spec.data, data_dtype=spec.data_dtype, data_seed=spec.data_seed, comm_log=spec.comm_log,
         act_ckpt_offload=spec.act_ckpt_offload and configuration.act_ckpt, tiled_mlp=spec.tiled_mlp,
-        kernels=spec.kernels, fp8=spec.fp8,
+        kernels=configuration.kernels, fp8=configuration.fp8,
         **spec.nodes,
     )
     request.command = run_command(request)
