@@ -137,3 +137,13 @@ def test_float8_is_judged_against_a_stated_one_percent_of_the_loss():
     assert judge([10.0, 9.05, 8.07], reference, reference, "bf16").verdict == "differs"
     outside = judge([10.0, 9.0, 8.2], reference, reference, "bf16", fp8=True)
     assert outside.verdict == "differs" and outside.reason == "step 2: |8.2 - 8| = 0.2 > 0.08"
+
+
+def test_report_labels_tell_the_kernel_rows_apart():
+    from conftest import ROOT
+    from dsx.report.facts import derived_label
+    from dsx.results import read_rows
+
+    rows = read_rows(ROOT / "bench/kernels/h100/kernels.jsonl")  # one H100: stock, --kernels liger, --fp8 tensorwise
+    assert [derived_label(r) for r in rows] == ["z1 bf16", "z1 bf16 liger", "z1 bf16 fp8=tensorwise"]
+    assert [r["toggles"]["liger_fused_loss"] for r in rows] == [False, True, False]

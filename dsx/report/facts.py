@@ -79,6 +79,12 @@ def derived_label(row: dict) -> str:
         extra.append(f"pp{row['pipeline']['stages']}")
     if row["toggles"].get("loss") == "tiled":
         extra.append("tiled-loss")
+    extra += [name for key, name in (("act_ckpt_offload", "ckpt-offload"), ("tiled_mlp", "tiled-mlp"))
+              if row["toggles"].get(key)]
+    if row["toggles"].get("kernels"):
+        extra.append(row["toggles"]["kernels"])
+    if row["toggles"].get("fp8"):
+        extra.append(f"fp8={row['toggles']['fp8']}")
     optimizer = str(((row.get("ds_config") or {}).get("optimizer") or {}).get("type", ""))
     if optimizer.lower() in ONEBIT:  # the 1-bit optimizers run at ZeRO-0 fp16 alike: the optimizer tells them apart
         extra.append(optimizer)
