@@ -12,16 +12,16 @@ from dsx.run.kernels import KernelPlan, kernel_plan, kernel_toggles, liger_chunk
 
 
 class _Request:
-    def __init__(self, kernels="none", fp8="none"):
-        self.kernels, self.fp8 = kernels, fp8
+    def __init__(self, kernels="none", fp8="none", tiled_mlp=False):
+        self.kernels, self.fp8, self.tiled_mlp = kernels, fp8, tiled_mlp
 
 
 def _plan(model="llama-1b", kernels="none", fp8="none", zero=2, device="cuda", sequence=None, tiled=False,
-          pipeline=None):
+          pipeline=None, tiled_mlp=False):
     from dsx.models import resolve_model
 
     notes: list[str] = []
-    plan = kernel_plan(_Request(kernels, fp8), resolve_model(model), device, zero, pipeline, sequence, tiled, notes,
+    plan = kernel_plan(_Request(kernels, fp8, tiled_mlp), resolve_model(model), device, zero, pipeline, sequence, tiled, notes,
                        check_installed=False)
     return plan, notes
 
@@ -55,6 +55,8 @@ def test_liger_leaves_the_loss_where_something_else_owns_it(zero, sequence, tile
     ({"kernels": "liger", "device": "cpu"}, "--kernels liger needs a CUDA GPU: Liger's kernels are Triton kernels"),
     ({"fp8": "tensorwise", "device": "cpu"}, "--fp8 tensorwise needs an FP8 GPU (compute capability 8.9 or more: "
                                              "H100, H200, L4, L40)"),
+    ({"kernels": "liger", "tiled_mlp": True}, "--kernels liger replaces the Llama MLP with its own SwiGLU, which "
+                                              "--tiled-mlp would bypass: drop one"),
     ({"kernels": "liger", "fp8": "tensorwise", "pipeline": object()},
      "--kernels liger and --fp8 tensorwise with pipeline stages: not supported by dsx; drop one"),
 ])

@@ -73,6 +73,9 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
     if liger and resolved.family not in LIGER_FAMILIES:
         raise RunRefused(f"--kernels liger: Liger Kernel patches Llama-family models here; {resolved.name} is a "
                          f"{resolved.family} model (Liger 0.8.5 has no {resolved.family} support)")
+    if liger and getattr(request, "tiled_mlp", False):
+        raise RunRefused("--kernels liger replaces the Llama MLP with its own SwiGLU, which --tiled-mlp would bypass: "
+                         "drop one")
     if fp8 != "none" and zero == 3:
         raise RunRefused(f"--fp8 {fp8} with ZeRO-3: not supported by dsx (torchao's float8 all-gather is FSDP2's; "
                          "ZeRO-3 partitions the weights Float8Linear casts); use ZeRO 0-2")

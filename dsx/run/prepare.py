@@ -18,8 +18,8 @@ from dsx import leftovers
 from dsx.config_facts import precision_of
 from dsx.host import cpu_count, free_port
 from dsx.launcher import LaunchError, LaunchPlan, build_launch
-from dsx.run.kernels import kernel_toggles
 from dsx.rank.protocol import PLAN_FILE, RankPlan, Toggles
+from dsx.run.kernels import kernel_toggles
 from dsx.run.nodes import Placement, gpu_capabilities, launch_nodes, master_addr
 from dsx.run.refused import RunRefused
 from dsx.run.request import RunRequest, Trial, resolve_trial
