@@ -73,7 +73,7 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
     if liger and resolved.family not in LIGER_FAMILIES:
         raise RunRefused(f"--kernels liger: Liger Kernel patches Llama-family models here; {resolved.name} is a "
                          f"{resolved.family} model (Liger 0.8.5 has no {resolved.family} support)")
-    if liger and getattr(request, "tiled_mlp", False):
+    if liger and request.tiled_mlp:
         raise RunRefused("--kernels liger replaces the Llama MLP with its own SwiGLU, which --tiled-mlp would bypass: "
                          "drop one")
     if fp8 != "none" and zero == 3:
