@@ -4,7 +4,8 @@
 #     bash bench/kernels/h100.sh $OUT [MODEL [SEQ [MICRO_BATCH]]]     # kind nvidia-h100-x1, carry [".whl"]
 # One command, each rung against the configuration without it, alternating while BUDGET_S (default 540) lasts:
 # base, --kernels liger, --fp8 tensorwise, base, --kernels liger, --fp8 tensorwise, ... ZeRO-1, bf16, torch's fused
-# AdamW, eager (no compile), 5 timed steps after 2, the learnable synthetic data; rows in $OUT/kernels.jsonl.
+# AdamW, eager (COMPILE=1: every rung with --compile, as float8 needs to be fast), 5 timed steps after 2, the learnable
+# synthetic data; rows in $OUT/kernels.jsonl.
 set -uo pipefail
 out=${1:?usage: bench/kernels/h100.sh OUT [MODEL [SEQ [MICRO_BATCH]]]}
 model=${2:-llama-1b} seq=${3:-2048} mb=${4:-8}
@@ -15,6 +16,7 @@ res=$out/kernels.jsonl
 start_log "$out/kernels.log"
 common=(--model "$model" --seq-len "$seq" --gpus 1 --zero 1 --precision bf16 --micro-batch "$mb" --steps 5 --warmup 2
         --ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true --results "$res")
+[ "${COMPILE:-0}" = 1 ] && common+=(--compile)
 for round in 1 2 3; do
   for rung in base liger fp8; do
     case $rung in
