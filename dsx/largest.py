@@ -227,10 +227,10 @@ def largest(spec, gpu: str, min_tflops: float | None = None) -> Answer:
 def _rung_spec(spec, rung: Rung, family: str):
     from dataclasses import replace
 
-    from dsx.sweep.space import GRAD_ACCUM_CHOICES, LARGEST_STEP_SECONDS
+    from dsx.sweep.space import GRAD_ACCUM_CHOICES
 
     return replace(spec, overrides={**spec.overrides, **rung.overrides(family)}, search="default",
-                   grad_accum_choices=GRAD_ACCUM_CHOICES, grad_accum_step_seconds=LARGEST_STEP_SECONDS)
+                   grad_accum_choices=GRAD_ACCUM_CHOICES)
 
 
 def _fits(spec, rung: Rung, gpu: str) -> tuple[bool, str]:

@@ -17,8 +17,7 @@ from dsx.run import resolve_trial
 from dsx.sweep import Configuration, SweepSpec, plan, run_request, sweep_configurations
 from dsx.sweep.best import best_lines
 from dsx.sweep.eta import Eta
-from dsx.sweep.space import (GRAD_ACCUM_CHOICES, LARGEST_STEP_SECONDS, choose_grad_accum, default_configurations,
-                             partial_ratios)
+from dsx.sweep.space import GRAD_ACCUM_CHOICES, choose_grad_accum, default_configurations, partial_ratios
 from dsx.units import GIB
 
 H100 = ["--gpu-kind", "h100-80gb", "--host-memory", "125GiB"]
@@ -193,12 +192,6 @@ def test_the_grad_accum_is_the_smallest_within_two_percent_of_the_best_with_step
     assert choose_grad_accum({1: (100.0, 1.0), 2: (120.0, 2.0), 4: (130.0, 4.0), 8: (131.0, 8.0)}) == 4
     assert choose_grad_accum({1: (100.0, 20.0), 2: (120.0, 40.0)}) == 1  # 2 would make a 40 s step
     assert choose_grad_accum({2: (100.0, 40.0), 4: (110.0, 80.0)}) == 2  # none under the limit: the smallest
-
-
-def test_the_largest_models_grad_accum_may_make_a_step_of_a_minute():
-    predicted = {1: (1752.0, 18.7), 2: (2153.0, 30.4), 4: (2431.0, 53.9), 8: (2599.0, 100.9)}  # 30B, 4 H100s
-    assert choose_grad_accum(predicted) == 1
-    assert choose_grad_accum(predicted, LARGEST_STEP_SECONDS) == 4
 
 
 def test_the_plan_gives_each_default_configuration_its_grad_accum():

@@ -170,9 +170,6 @@ class SweepSpec:
     grad_accum_choices: tuple[int, ...] = ()
     """The default search's grad-accum candidates: the plan gives each configuration the smallest predicted within
     GRAD_ACCUM_WITHIN of the best of them (dsx.sweep.space)."""
-    grad_accum_step_seconds: float = 30.0
-    """The longest predicted step the default search's grad-accum may make (dsx.sweep.space.TRIAL_STEP_SECONDS;
-    dsx estimate --largest: LARGEST_STEP_SECONDS)."""
     host_memory: int | None = None
     """--host-memory: the RAM the estimate judges host fit against (None: this machine's)."""
     nvme_free: int | None = None

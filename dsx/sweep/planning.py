@@ -188,7 +188,7 @@ def _grad_accum(spec: SweepSpec, setup, first: int) -> int:
             micro_batch = max(spec.mb_start, min(spec.mb_max, largest))
             at = estimate(setup(micro_batch, grad_accum), search_max=False)
             predicted[grad_accum] = (at.tokens_per_s, at.step_time_s)
-    return choose_grad_accum(predicted, spec.grad_accum_step_seconds) if predicted else spec.grad_accum_choices[0]
+    return choose_grad_accum(predicted) if predicted else spec.grad_accum_choices[0]
 
 
 def _skip_twins(plans: list[Plan]) -> None:

@@ -30,12 +30,6 @@ TRIAL_STEP_SECONDS = 30.0
 """Grad-accum candidates predicted to make a step longer than this are left out (1 always stays): a trial runs
 --warmup + --steps steps (7 by default), so its steps take at most a few minutes beside DeepSpeed's start-up."""
 
-LARGEST_STEP_SECONDS = 60.0
-"""The step-time limit of the grad-accum `dsx estimate --largest` proposes: a model at the edge of the hardware
-(30B on 4 H100s: ~19 s per step at grad-accum 1) gains most from accumulation (the optimizer step and its host
-transfers spread over more tokens), and the proposal is a training configuration, not a trial among dozens; a
-minute per step still lets its run (DeepSpeed's ~2-minute start-up at that size included) end in 10 minutes."""
-
 RATIO_STEPS = tuple(tenth / 10 for tenth in range(9, 0, -1))
 """The partial offload ratios considered, 0.9 down to 0.1; of those that split the model's optimizer sub-groups
 the same way (DeepSpeed offloads whole sub-groups, dsx.offload), the largest is kept."""
@@ -92,10 +86,10 @@ def default_configurations(spec: SweepSpec) -> list[Configuration]:
     return points
 
 
-def choose_grad_accum(predicted: dict[int, tuple[float, float]], step_seconds: float = TRIAL_STEP_SECONDS) -> int:
+def choose_grad_accum(predicted: dict[int, tuple[float, float]]) -> int:
     """From {grad-accum: (predicted tokens/s, predicted step seconds)}: the smallest grad-accum whose tokens/s is
-    within GRAD_ACCUM_WITHIN of the best, among those whose step is at most `step_seconds` (and 1)."""
-    allowed = {ga: tokens for ga, (tokens, step) in predicted.items() if ga == 1 or step <= step_seconds}
+    within GRAD_ACCUM_WITHIN of the best, among those whose step is at most TRIAL_STEP_SECONDS (and 1)."""
+    allowed = {ga: tokens for ga, (tokens, step) in predicted.items() if ga == 1 or step <= TRIAL_STEP_SECONDS}
     if not allowed:
         allowed = {min(predicted): predicted[min(predicted)][0]}
     best = max(allowed.values())
