@@ -82,10 +82,10 @@
 #                             CPU machine, with the x4 host's RAM given and LARGEST_CAP=70GiB:
 #        dsx estimate --model llama-8b --largest --gpu-kind h100-80gb --gpus 4 --host-memory 500GiB --memory-cap 70GiB
 #        -> 30.2B parameters: 59 layers, hidden 6144, 48 heads / 8 KV heads, FFN 21504, untied; z3 off=cpu:0.7 bf16
-#           ckpt 4gpu ga4, micro-batch 4; predicted 64.2 GiB allocated per GPU, host 107.14 GiB per rank (binds),
-#           2,431 tokens/s, 113 model TFLOP/s per GPU, 53.9 s per step (grad-accum 4: the fastest predicted with a
-#           step under LARGEST_STEP_SECONDS, dsx.sweep.space). Without the cap (first try, 2026-11-27): 34B, 67
-#           layers, ratio 0.6, micro-batch 2 x ga 2, 72.8 GiB per GPU: its warm-up step ran at the memory limit.
+#           ckpt 4gpu ga1, micro-batch 4; predicted 64.2 GiB allocated per GPU, host 107.14 GiB per rank (binds),
+#           1,752 tokens/s, 81 model TFLOP/s per GPU, 18.7 s per step. Without the cap (first try, 2026-11-27):
+#           34B, 67 layers, ratio 0.6, micro-batch 2 x ga 2, 72.8 GiB per GPU: its warm-up step ran at the memory
+#           limit.
 #                             Before the run: the CPU-Adam op build (PIN_PROBE=1: a pinned-memory probe, how fast the
 #                             host page-locks memory, as deepspeed.initialize does for the offloaded optimizer state);
 #                             after it, DeepSpeed's log lines of the initialisation with their times ('ds-init:'),
@@ -359,8 +359,7 @@ for p in "$@"; do
         trial_s=$(( $(time_left) - 70 ))  # the trial ends (with its row) before the command's deadline
         [ "$trial_s" -gt 480 ] && trial_s=480
         # --retry-failed: a trial that timed out in an earlier command runs again (the results file is the state);
-        # 2 timed steps after 1: at 30B the proposal's step is up to a minute (LARGEST_STEP_SECONDS) and
-        # deepspeed.initialize ~2 minutes
+        # 2 timed steps after 1: at 30B a step takes 20-60 s and deepspeed.initialize up to 2 minutes
         # --no-comm-log: the comms logger synchronises after each of ZeRO-3's thousands of collectives a step (the
         # 16.9B row with it: 91.5 s a step, 2.2x the prediction; its bytes matched dsx.comm's to 0.5%)
         dsx_sweep 560 "${axes[@]}" --gpu-kind h100-80gb --steps 2 --warmup 1 --trial-timeout "$trial_s" --retry-failed \
