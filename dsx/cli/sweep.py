@@ -78,7 +78,7 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 @long_context_options
 @click.option("--kernels", "kernels_axis", metavar="LIST",
               help="Kernel axis, as dsx run --kernels: none,liger (with no other axis, the default search runs each "
-                   "point with each); a row with liger is called best only if --check says it trains the same model.")
+                   "point with each); a best row with liger or fp8 is checked with dsx check first, --check or not.")
 @click.option("--fp8", "fp8_axis", metavar="LIST",
               help="Float8 axis, as dsx run --fp8: none,tensorwise,rowwise (ZeRO 0-2 points only in the default "
                    "search).")
