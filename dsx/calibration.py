@@ -12,7 +12,7 @@ used to set a constant (`calibration_role` says which a row is).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dsx.units import MIB
 
@@ -98,8 +98,17 @@ H100 = GpuKind(
 """The H100 constants: every number but allocator_headroom_bytes from CALIBRATION_ROWS, the headroom from the
 out-of-memory trials of HEADROOM_FILE."""
 
-GPUS: dict[str, GpuKind] = {H100.key: H100}
-"""The calibrated GPU kinds, by the key `dsx estimate --gpu-kind` and `dsx sweep --gpu-kind` take."""
+H200 = replace(
+    H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
+    source="the H100's constants (the H200 SXM is the H100 SXM's GH100 compute with 141 GB of HBM3e: dsx.gpus) with "
+           "the memory torch saw on the H200s of bench/multigpu/rows/largest4-omp.jsonl (2026-11-27)",
+)
+"""The H200 SXM: not calibrated on its own. Its speed, context, fragmentation and host constants are the H100's
+(the same chip; bench/multigpu's H200 rows are judged with them), its memory its own: a 30B model that needs ZeRO-3
+offload on four H100s fits four H200s without it, and an estimate for 'h100-80gb' cannot say so."""
+
+GPUS: dict[str, GpuKind] = {H100.key: H100, H200.key: H200}
+"""The GPU kinds, by the key `dsx estimate --gpu-kind` and `dsx sweep --gpu-kind` take."""
 
 
 def calibration_role(row: dict) -> str:

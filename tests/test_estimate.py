@@ -216,7 +216,7 @@ def test_estimate_command_json():
 def test_estimate_command_unknown_gpu():
     result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", "--gpu", "a100"])
     assert result.exit_code == 2
-    assert ("unknown --gpu 'a100': calibrated kinds are h100-80gb (--memory-cap SIZE estimates a smaller GPU of "
+    assert ("unknown --gpu 'a100': kinds are h100-80gb, h200-141gb (--memory-cap SIZE estimates a smaller GPU of "
             "that kind)") in result.output
 
 
@@ -239,7 +239,7 @@ def test_estimate_gpu_kind_given_a_count_points_to_gpus():
     result = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", "--gpu-kind", "8"])
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == (
-        "Error: unknown --gpu-kind '8': calibrated kinds are h100-80gb (--memory-cap SIZE estimates a smaller GPU of "
+        "Error: unknown --gpu-kind '8': kinds are h100-80gb, h200-141gb (--memory-cap SIZE estimates a smaller GPU of "
         "that kind; --gpus N is the number of GPUs)")
 
 
@@ -317,7 +317,7 @@ def test_an_h200_row_is_judged_with_the_h100_constants_and_its_own_memory():
     row = json.loads((ROOT / "bench/multigpu/rows/dp2-eager.jsonl").read_text().splitlines()[0])
     assert row["gpu_name"] == "NVIDIA H200"
     kind = setup_of_row(row).gpu
+    assert kind is GPUS["h200-141gb"]
     assert kind.total_bytes == row["memory"]["capacity"] > GPUS["h100-80gb"].total_bytes
     assert (kind.achieved_fraction, kind.cpu_step_s_per_param) == (GPUS["h100-80gb"].achieved_fraction,
                                                                    GPUS["h100-80gb"].cpu_step_s_per_param)
-    assert kind.name == "NVIDIA H200" and "the same chip" in kind.source

@@ -107,6 +107,15 @@ def test_with_a_gpu_of_the_kind_here_the_estimate_plans_for_this_machines_ram(mo
     assert json.loads(out.stdout)["assumed"]["gpu_kind_from"] == "the visible GPU, NVIDIA H100 80GB HBM3"
 
 
+def test_on_an_h200_the_estimate_plans_for_its_141_gb_not_an_h100s_80(monkeypatch):
+    """Issue 30: on 4 x H200 an estimate for h100-80gb put 30B under ZeRO-3 offload that four H200s hold on-card."""
+    monkeypatch.setattr("dsx.host.probe_gpus", lambda env: [("NVIDIA H200", (9, 0))])
+    out = json.loads(CliRunner().invoke(cli, ["estimate", "--model", "gpt2-tiny", "--json"]).stdout)
+    gpu = next(r for r in out["resources"] if r["name"] == GPU)
+    assert out["assumed"]["gpu_kind"] == "h200-141gb"
+    assert gpu["capacity"] == 150_109_880_320
+
+
 def test_without_that_gpu_the_estimate_plans_for_its_calibration_host_and_says_so(monkeypatch):
     """Issue 34: a laptop judged an H100's CPU offload against its own 23.5 GiB ('fits: NO' for gpt2-xl ZeRO-3)."""
     monkeypatch.setattr("dsx.host.probe_gpus", lambda env: [])

@@ -292,7 +292,7 @@ def test_a_size_that_is_not_one_is_refused():
                                 "gradient_checkpointing_enable: use on"),
     (["--gpu-kind", "h100-80gb", "--estimate-gpu", "a100"],
      "--gpu-kind h100-80gb and --estimate-gpu a100 conflict: --estimate-gpu is the old name of --gpu-kind; give one"),
-    (["--gpu-kind", "a100"], "unknown --gpu-kind 'a100': calibrated kinds are h100-80gb (--memory-cap SIZE "
+    (["--gpu-kind", "a100"], "unknown --gpu-kind 'a100': kinds are h100-80gb, h200-141gb (--memory-cap SIZE "
                              "estimates a smaller GPU of that kind)"),
     (["--micro-batch", "4,x"], "--micro-batch: 'x' is not a whole number"),
     (["--vary", "n_layer"], "--vary 'n_layer': write KEY=V1,V2 (e.g. --vary n_layer=12,24)"),
@@ -519,7 +519,7 @@ def test_ctrl_c_during_a_trial_removes_its_folder_so_that_nothing_is_left_withou
     (["--keep-within", "0.2", "--no-prune"], "--keep-within 0.2 cannot apply with --no-prune, which runs every "
                                              "configuration dsx estimate would skip: drop one of them"),
     (["--top", "1"], "--top 1 cannot apply: it keeps the configurations dsx estimate predicts fastest, and no "
-                     "calibrated GPU is visible here; name one with --gpu-kind (h100-80gb) or drop --top"),
+                     "GPU of a known kind is visible here; name one with --gpu-kind (h100-80gb, h200-141gb) or drop --top"),
 ])
 def test_pruning_options_that_cannot_apply_are_refused_not_ignored(tmp_path, args, message, monkeypatch):
     monkeypatch.setattr("dsx.host.probe_gpus", lambda env: [])  # no GPU, whatever this machine has

@@ -76,8 +76,8 @@
 #                             keeps ZeRO-1, ZeRO-2, 2 stages x 2 and 4 stages (--keep-within 0.25; ZeRO-3 is
 #                             predicted 45% slower; pipelines with ZeRO-2/3 are refused), 4 trials, and it reports
 #                             the fastest measured; its plan (--dry-run) first, in the log
-#   largest4    ~6-9 min      `dsx estimate --model llama-8b --largest --gpus 4 --gpu-kind h100-80gb --json` on the
-#                             host (its RAM from psutil), then that model as proposed: a one-configuration sweep
+#   largest4    ~6-9 min      `dsx estimate --model llama-8b --largest --gpus 4 --json` on the host (the visible
+#                             GPU's kind, its RAM from free -b), then that model as proposed: a one-configuration sweep
 #                             (bench/largest/axes.py) at the proposed micro-batch, 2 timed steps after 1. Here, on the
 #                             CPU machine, with the x4 host's RAM given and LARGEST_CAP=70GiB:
 #        dsx estimate --model llama-8b --largest --gpu-kind h100-80gb --gpus 4 --host-memory 500GiB --memory-cap 70GiB
@@ -85,7 +85,11 @@
 #           ckpt 4gpu ga1, micro-batch 4; predicted 64.2 GiB allocated per GPU, host 107.14 GiB per rank (binds),
 #           1,752 tokens/s, 81 model TFLOP/s per GPU, 18.7 s per step. Without the cap (first try, 2026-11-27):
 #           34B, 67 layers, ratio 0.6, micro-batch 2 x ga 2, 72.8 GiB per GPU: its warm-up step ran at the memory
-#           limit.
+#           limit. On 4 x H200 (503 GiB) with LARGEST_CAP=120GiB LARGEST_MIN_TFLOPS=100:
+#        dsx estimate --model llama-8b --largest --gpus 4 --gpu-kind h200-141gb --host-memory 503GiB
+#          --memory-cap 120GiB --min-tflops 100
+#        -> 34B (67 layers, hidden 6144, 48 / 8 heads, FFN 21504), z3 off=cpu:0.6 bf16 ckpt 4gpu ga1, micro-batch 11;
+#           predicted 114.2 GiB allocated per GPU, host 106.11 GiB per rank, 2,895 tokens/s, 152 TFLOP/s per GPU.
 #                             Before the run: the CPU-Adam op build (PIN_PROBE=1: a pinned-memory probe, how fast the
 #                             host page-locks memory, as deepspeed.initialize does for the offloaded optimizer state);
 #                             after it, DeepSpeed's log lines of the initialisation with their times ('ds-init:'),
@@ -110,6 +114,7 @@ source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
 set_deadline $(( ${BUDGET_S:-570} - ($(date +%s) - script_start) ))
 export RUN_SIGNAL=INT  # dsx run / dsx sweep stop their ranks' process group and exit; a sweep's rows so far stay
 rows=bench/multigpu/rows
+[ -n "${DRY:-}" ] && rows=$out/rows  # a dry run writes no committed file
 mkdir -p "$rows" "$out"
 dry=()
 [ -n "${DRY:-}" ] && dry=(--dry-run)
@@ -343,13 +348,16 @@ for p in "$@"; do
         # how fast the host page-locks memory (measured in largest4-omp.log; PIN_PROBE=1 measures it again)
         [ "${PIN_PROBE:-0}" = 1 ] && pin_probe
       fi
-      # the answer for this host (psutil's RAM), for h100-80gb cards (the calibrated kind; an H200 has more)
+      # the answer for this host's GPUs (dsx's kind of the visible GPU: h100-80gb, or h200-141gb on an H200 host,
+      # whose 141 GB change the answer) and its RAM (free -b); LARGEST_MIN_TFLOPS (e.g. 100): the largest model
+      # predicted at that many model TFLOP/s per GPU or more (issue 30's target), not the largest that trains at all
       # LARGEST_CAP (e.g. 70GiB): plan for less than the card, a step down from the rung whose first try (2026-11-27,
       # 34B at 72.8 of 79.2 GiB predicted) flushed the allocator's cache every step at the memory limit
       # --host-memory: this host's RAM, given (dsx estimate assumes the kind's calibration host, 125 GiB, when the
       # visible GPUs are not of --gpu-kind: on 4 x H200 it answered 16.9B for a 125 GiB host, 2026-11-27)
-      estimate=(python3 -m dsx estimate --model llama-8b --largest --gpus 4 --gpu-kind h100-80gb --json
-                --host-memory "$(free -b | awk '/^Mem:/ {print $2}')" ${LARGEST_CAP:+--memory-cap "$LARGEST_CAP"})
+      estimate=(python3 -m dsx estimate --model llama-8b --largest --gpus 4 --json
+                --host-memory "$(free -b | awk '/^Mem:/ {print $2}')" ${LARGEST_CAP:+--memory-cap "$LARGEST_CAP"}
+                ${LARGEST_MIN_TFLOPS:+--min-tflops "$LARGEST_MIN_TFLOPS"})
       echo "+ ${estimate[*]}" >>"$log"
       if timeout 180 "${estimate[@]}" >"$rows/$p.json" 2>>"$log"; then
         cat "$rows/$p.json" >>"$log"
@@ -362,7 +370,7 @@ for p in "$@"; do
         # 2 timed steps after 1: at 30B a step takes 20-60 s and deepspeed.initialize up to 2 minutes
         # --no-comm-log: the comms logger synchronises after each of ZeRO-3's thousands of collectives a step (the
         # 16.9B row with it: 91.5 s a step, 2.2x the prediction; its bytes matched dsx.comm's to 0.5%)
-        dsx_sweep 560 "${axes[@]}" --gpu-kind h100-80gb --steps 2 --warmup 1 --trial-timeout "$trial_s" --retry-failed \
+        dsx_sweep 560 "${axes[@]}" --steps 2 --warmup 1 --trial-timeout "$trial_s" --retry-failed \
           --no-comm-log
         [ -n "${DRY:-}" ] || init_lines
       fi

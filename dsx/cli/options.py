@@ -148,7 +148,7 @@ def pick_gpu_kind(gpu_kind: str | None, gpu_kind_old: str | None, old_name: str)
     kind, flag = (gpu_kind, "--gpu-kind") if gpu_kind else (gpu_kind_old, old_name)
     if kind is not None and kind not in GPUS:
         count_hint = "; --gpus N is the number of GPUs" if kind.isdigit() else ""
-        raise click.UsageError(f"unknown {flag} '{kind}': calibrated kinds are {', '.join(GPUS)} (--memory-cap SIZE "
+        raise click.UsageError(f"unknown {flag} '{kind}': kinds are {', '.join(GPUS)} (--memory-cap SIZE "
                                f"estimates a smaller GPU of that kind{count_hint})")
     return kind
 

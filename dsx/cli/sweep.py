@@ -335,7 +335,7 @@ def _refuse_prune_options(spec, ctx) -> None:
         from dsx.estimate import GPUS
 
         raise click.UsageError(f"--top {spec.top} cannot apply: it keeps the configurations dsx estimate predicts "
-                               f"fastest, and no calibrated GPU is visible here; name one with --gpu-kind "
+                               f"fastest, and no GPU of a known kind is visible here; name one with --gpu-kind "
                                f"({', '.join(sorted(GPUS))}) or drop --top")
 
 

@@ -16,9 +16,10 @@ from dsx.units import GIB
 DEFAULT_GPU_KIND = "h100-80gb"
 """What an estimate is for when neither --gpu-kind nor a visible calibrated GPU says otherwise."""
 
-TYPICAL_HOST_BYTES = {"h100-80gb": 125 * GIB}
-"""RAM of the host each calibrated kind was measured on (the H100 SXM5 host, 16 cores: 125 GiB, as README's plans
-give it with --host-memory 125GiB): an estimate for that kind plans with it when the kind is not here."""
+TYPICAL_HOST_BYTES = {"h100-80gb": 125 * GIB, "h200-141gb": 125 * GIB}
+"""RAM of the host each kind was measured on (the H100 SXM5 host, 16 cores: 125 GiB, as README's plans give it with
+--host-memory 125GiB; the 1-GPU H200 host the device tool lends has 128 GiB, the same 125 usable assumed): an
+estimate for that kind plans with it when the kind is not here."""
 
 
 @dataclass(frozen=True)

@@ -14,29 +14,11 @@ def gpu_kind_of(gpu_name: str | None) -> GpuKind | None:
     return None
 
 
-SAME_CHIP = {"NVIDIA H200": "h100-80gb"}
-"""GPUs without a calibration of their own that share a calibrated kind's chip: the H200 SXM is the H100 SXM's GH100
-compute with 141 GB of HBM3e (dsx.gpus). Their rows are judged with that kind's constants and their own memory."""
-
-
-def stand_in_kind(row: dict) -> GpuKind | None:
-    """For a row on a SAME_CHIP GPU: the calibrated kind of its chip with the row's own memory capacity; else None."""
-    from dataclasses import replace
-
-    key = SAME_CHIP.get(row.get("gpu_name") or "")
-    capacity = (row.get("memory") or {}).get("capacity")
-    if key is None or key not in GPUS or not capacity:
-        return None
-    return replace(GPUS[key], name=row["gpu_name"], total_bytes=capacity,
-                   source=f"{GPUS[key].name}'s constants (the same chip) with the {row['gpu_name']}'s memory")
-
-
 def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
-    """The Setup a result row ran (EstimateError when the row's GPU has no calibration or the model is unknown); a
-    GPU of a calibrated kind's chip (SAME_CHIP) is judged with that kind's constants."""
+    """The Setup a result row ran (EstimateError when the row's GPU has no kind or the model is unknown)."""
     from dsx.models import ModelError, resolve_model
 
-    kind = kind or gpu_kind_of(row.get("gpu_name")) or stand_in_kind(row)
+    kind = kind or gpu_kind_of(row.get("gpu_name"))
     if kind is None:
         raise EstimateError(f"no calibration for {row.get('gpu_name') or row.get('device')}")
     model = row["model"]
