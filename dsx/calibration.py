@@ -172,3 +172,30 @@ attn_pdrop=0` (1.698 -> 1.520 s per step). Other dropout-free rows are judged (b
 
 DROPOUT_FREE_SPEEDUP = 1.129
 """Achieved FLOP/s of a dropout-free model over the same model with dropout (the step's compute term)."""
+
+
+# --- the kernel ladder (issue 33): Liger Kernel, torchao's float8 --------------------------------------------------
+# Alternating pairs on one H100 (bench/kernels/README.md): llama-1b, sequence 2048, ZeRO-1, bf16, micro-batch 8,
+# torch's fused AdamW, the same batches; each kernel row beside the base row run just before it in the same command.
+# The factor is the base's compute term (measured step less the estimate's non-compute terms) over the kernel row's,
+# the median of the pairs (bench/estimator/calibrate.py: calibrate_kernels). Measured on one Llama shape only.
+
+KERNEL_FILES = ("bench/kernels/h100/kernels.jsonl", "bench/kernels/h100/pairs.jsonl",
+                "bench/kernels/h100/compiled.jsonl", "bench/kernels/h100/compiled2.jsonl")
+"""issue 33's H100 rows: eager base / Liger / float8, eager base / Liger pairs, compiled base / float8 pairs."""
+
+KERNEL_PAIRS = {
+    "liger": (("f15803cc60e34e14a3d964fcd9a2f451", "ced436c9e1264c12a165ce8cbf11eedc"),
+              ("fdf5667eaccf43fb8b70d3dc09ac4d67", "bad00de3c25d4666967d11aad196035e")),
+    "fp8 eager": (("2a8f2674207f483e8bb704f19fe85dbb", "ad2ea7d921f64f46b5c29a4110226aa4"),),
+    "fp8 compiled": (("b02a644f28314b1a9405681afdad5cbd", "a299aec1e94c4cf79861a8801cf14ad4"),
+                     ("fa14d6535c674b609c4dc8a3bb2a1658", "7d2c20833fbb4a0b9d00c8059c2be2a7")),
+}
+"""(base run_id, kernel run_id) pairs of KERNEL_FILES each factor comes from (measured 2026-11-27 16:45-19:58 UTC)."""
+
+LIGER_SPEEDUP = 1.553
+"""Achieved FLOP/s with Liger's RoPE, RMSNorm and SwiGLU kernels and fused loss over the stock ones (eager)."""
+
+FP8_SPEEDUP = {"eager": 0.434, "compiled": 1.112}
+"""Achieved FLOP/s with torchao's float8 (tensorwise) linear layers over bf16, eager and compiled: without compile
+its casts and scales run as separate kernels (half the speed); compiled they fuse."""

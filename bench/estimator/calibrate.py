@@ -19,7 +19,8 @@ from pathlib import Path
 
 from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, COMPILE_HEAD_FACTOR,
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
-                             DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, GPUS, HEADROOM_FILE, HEADROOM_STEP, GpuKind)
+                             DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
+                             KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.states import compute_rate
 from dsx.gpus import peak_tflops
@@ -153,6 +154,27 @@ def calibrate_dropout(rows: list[dict]) -> float:
     return round(compute["dropout"] / compute["none"], 3)
 
 
+def calibrate_kernels(rows: list[dict]) -> tuple[float, dict[str, float]]:
+    """(LIGER_SPEEDUP, FP8_SPEEDUP) from the KERNEL_PAIRS of `rows`: for each pair, the base row's compute term
+    (its measured step less the predicted non-compute terms) over the kernel row's; the median of a factor's pairs."""
+    by_id = {row["run_id"]: row for row in rows}
+    factors = {}
+    for name, pairs in KERNEL_PAIRS.items():
+        ratios = []
+        for base_id, kernel_id in pairs:
+            if base_id not in by_id or kernel_id not in by_id:
+                raise EstimateError(f"kernel calibration rows missing: {name} {base_id} {kernel_id}")
+            compute = []
+            for row in (by_id[base_id], by_id[kernel_id]):
+                setup = replace(setup_of_row(row), liger=False, fp8=None)  # the non-compute terms, kernels aside
+                rest = step_time(setup, setup.micro_batch) - compute_flops(
+                    setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / compute_rate(setup)
+                compute.append(row["figures"]["step_time_s"]["median"] - rest)
+            ratios.append(compute[0] / compute[1])
+        factors[name] = round(statistics.median(ratios), 3)
+    return factors["liger"], {"eager": factors["fp8 eager"], "compiled": factors["fp8 compiled"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
@@ -189,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     dropout = calibrate_dropout([row for path in DROPOUT_FILES for row in read_rows(ROOT / path)])
     print(f"# dropout, from {', '.join(DROPOUT_FILES)}: DROPOUT_FREE_SPEEDUP = {dropout!r}"
           + ("" if dropout == DROPOUT_FREE_SPEEDUP else f"  # dsx ships {DROPOUT_FREE_SPEEDUP!r}"))
-    return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP else 0
+    kernels = calibrate_kernels([row for path in KERNEL_FILES for row in read_rows(ROOT / path)])
+    print(f"# kernels, from {', '.join(KERNEL_FILES)}: LIGER_SPEEDUP, FP8_SPEEDUP = {kernels!r}"
+          + ("" if kernels == (LIGER_SPEEDUP, FP8_SPEEDUP) else f"  # dsx ships {(LIGER_SPEEDUP, FP8_SPEEDUP)!r}"))
+    return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
+        kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) else 0
 
 
 if __name__ == "__main__":

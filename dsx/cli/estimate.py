@@ -148,9 +148,6 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         if plan is not None and plan.fused_loss:  # its logits exist a chunk at a time, as --loss tiled's
             loss_tile = liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size,
                                            batch.train_micro_batch_size_per_gpu * resolved.seq_len)
-        if plan is not None and plan.fp8:
-            kernel_notes.append(f"--fp8 {plan.fp8}: not in the estimate yet (speed and memory as bf16; no FP8 row "
-                                "has calibrated it)")
         warnings += kernel_notes
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
@@ -162,7 +159,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   pipeline_stages=pipeline.stages if pipeline else None,
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
                   loss_tile_tokens=loss_tile, sequence_parallel=sequence, act_ckpt_offload=act_ckpt_offload,
-                  tiled_mlp=tiled_mlp, host_memory=assumed.host_memory,
+                  tiled_mlp=tiled_mlp, host_memory=assumed.host_memory, liger=bool(plan and plan.liger),
+                  fp8=plan.fp8 if plan else None,
                   nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)

@@ -42,7 +42,7 @@ def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[
 
 def host_notes(setup: Setup, fraction: float) -> list[str]:
     """What the estimate assumed of partial offload and compilation, in words."""
-    from dsx.calibration import COMPILE_HEAD_FACTOR, COMPILE_LAYER_FACTOR
+    from dsx.calibration import COMPILE_HEAD_FACTOR, COMPILE_LAYER_FACTOR, FP8_SPEEDUP, LIGER_SPEEDUP
     from dsx.offload import describe
 
     notes = []
@@ -54,4 +54,11 @@ def host_notes(setup: Setup, fraction: float) -> list[str]:
     elif setup.compile:
         notes.append("compiled at ZeRO-3: counted as eager (compile was measured at ZeRO-1/2 only; ZeRO-3 gathers "
                      "parameters in hooks around every module)")
+    if setup.liger:
+        notes.append(f"Liger's kernels: compute x{LIGER_SPEEDUP} faster (measured eager on llama-1b: dsx.calibration)")
+    if setup.fp8:
+        how = "compiled" if setup.compile else "eager"
+        notes.append(f"float8 ({setup.fp8}): compute x{FP8_SPEEDUP[how]} ({how}, measured tensorwise on llama-1b: "
+                     "dsx.calibration); memory as bf16 (torchao keeps the bf16 weights and saves bf16 inputs: the "
+                     "measured peaks matched)")
     return notes

@@ -35,7 +35,8 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  memory_limit=row.get("memory_cap"), pipeline_stages=pipeline.get("stages"),
                  pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")),
                  loss_tile_tokens=_loss_tile(row, resolved),
-                 act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")))
+                 act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")),
+                 liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"))
 
 
 def _loss_tile(row: dict, resolved) -> int | None:

@@ -54,6 +54,10 @@ class Setup:
     """--act-ckpt-offload: the checkpointed layer inputs live in host memory (two in flight on the GPU)."""
     tiled_mlp: bool = False
     """--tiled-mlp: each MLP keeps only its input; one slice of its activations is alive in its backward pass."""
+    liger: bool = False
+    """--kernels liger: Liger's kernels run (its fused loss is priced through loss_tile_tokens)."""
+    fp8: str | None = None
+    """--fp8 RECIPE: torchao's float8 training of the decoder's linear layers."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:
@@ -261,8 +265,9 @@ _HEADS_NOT_TRAINED = ("summary_", "classifier_")
 
 def compute_rate(setup: Setup) -> float:
     """FLOP/s a micro-batch's model FLOPs run at: the dense peak x the calibrated achieved fraction, x the compile
-    factor where it applies, x the dropout-free factor for a model without dropout (dsx.calibration)."""
-    from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP
+    factor where it applies, x the dropout-free factor for a model without dropout, x Liger's and float8's factors
+    (dsx.calibration)."""
+    from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP
     from dsx.config_facts import precision_of
 
     rate = peak_flops(setup.gpu, precision_of(setup.ds_config)) * setup.gpu.achieved_fraction
@@ -270,6 +275,10 @@ def compute_rate(setup: Setup) -> float:
         rate *= COMPILE_SPEEDUP
     if dropout_free(setup):
         rate *= DROPOUT_FREE_SPEEDUP
+    if setup.liger:
+        rate *= LIGER_SPEEDUP
+    if setup.fp8:
+        rate *= FP8_SPEEDUP["compiled" if setup.compile else "eager"]
     return rate
 
 

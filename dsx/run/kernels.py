@@ -73,6 +73,10 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
     if liger and resolved.family not in LIGER_FAMILIES:
         raise RunRefused(f"--kernels liger: Liger Kernel patches Llama-family models here; {resolved.name} is a "
                          f"{resolved.family} model (Liger 0.8.5 has no {resolved.family} support)")
+    if liger and request.compile:
+        raise RunRefused("--kernels liger with --compile: not supported by dsx (on an H100, liger-kernel 0.8.5 in "
+                         "torch 2.11's compiled llama-1b step stopped with a CUDA illegal memory access, two runs of "
+                         "two: bench/kernels/README.md); run Liger eager, or compile without it")
     if liger and request.tiled_mlp:
         raise RunRefused("--kernels liger replaces the Llama MLP with its own SwiGLU, which --tiled-mlp would bypass: "
                          "drop one")

@@ -122,6 +122,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                          compile=configuration.compile, host_memory=host, nvme_free=nvme,
                          loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
+                         liger=configuration.kernels == "liger", fp8=configuration.fp8,
                          ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
         try:
             if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
@@ -198,7 +199,7 @@ def _skip_twins(plans: list[Plan]) -> None:
     for item in plans:
         if item.skip is not None or not item.tokens_per_s:
             continue
-        # kernels and float8 are not in the estimate's speed yet: a point with them is nobody's twin
+        # a point with kernels or float8 is nobody's twin: their factors were measured on one Llama shape only
         twin = seen.setdefault((item.start, item.predicted_max, round(item.tokens_per_s, 3),
                                 item.configuration.kernels, item.configuration.fp8), item)
         if twin is not item:

@@ -69,7 +69,8 @@ def sweep_configurations(spec: SweepSpec) -> list[Configuration]:
 
 def default_configurations(spec: SweepSpec) -> list[Configuration]:
     """Every configuration of the default search for the spec's model, precision and GPU counts, times the --kernels
-    and --fp8 axes when given; grad_accum is left to the plan (SweepSpec.grad_accum_choices)."""
+    and --fp8 axes when given (Liger only eager, float8 only below ZeRO-3: dsx.run.kernels refuses the others);
+    grad_accum is left to the plan (SweepSpec.grad_accum_choices)."""
     points: list[Configuration] = []
     for gpus in spec.gpus:
         offloads: list[tuple[int, str, float | None]] = []
@@ -79,7 +80,7 @@ def default_configurations(spec: SweepSpec) -> list[Configuration]:
         for zero, offload, ratio in sorted(offloads, key=lambda o: (o[0], o[1] != "none", -(o[2] or 1.0))):
             for act_ckpt in (False, True):
                 for compile_ in (False, True):
-                    for kernels in spec.kernels:
+                    for kernels in spec.kernels if not compile_ else [k for k in spec.kernels if k != "liger"]:
                         for fp8 in spec.fp8 if zero != 3 else [None]:  # dsx.run.kernels refuses float8 at ZeRO-3
                             points.append(Configuration(zero, offload, "none", spec.precision[0], act_ckpt, compile_,
                                                         gpus, offload_ratio=ratio, kernels=kernels, fp8=fp8))
