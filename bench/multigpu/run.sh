@@ -90,6 +90,9 @@
 #          --memory-cap 120GiB --min-tflops 100
 #        -> 34B (67 layers, hidden 6144, 48 / 8 heads, FFN 21504), z3 off=cpu:0.6 bf16 ckpt 4gpu ga1, micro-batch 11;
 #           predicted 114.2 GiB allocated per GPU, host 106.11 GiB per rank, 2,895 tokens/s, 152 TFLOP/s per GPU.
+#        Measured (2026-11-27, 4 x H100, 503 GiB, LARGEST_MIN_TFLOPS=100 and PYTORCH_CUDA_ALLOC_CONF=
+#        expandable_segments:True, no cap): 30.2B, ratio 0.7, micro-batch 6 x ga 1, 137.7 model TFLOP/s per GPU
+#        (predicted 106), 73.4 GiB allocated (73.0), a 7.5-minute command (bench/multigpu/README.md).
 #                             Before the run: the CPU-Adam op build (PIN_PROBE=1: a pinned-memory probe, how fast the
 #                             host page-locks memory, as deepspeed.initialize does for the offloaded optimizer state);
 #                             after it, DeepSpeed's log lines of the initialisation with their times ('ds-init:'),

@@ -23,7 +23,7 @@ once.
    per step measured and predicted, step time, and each 1-bit phase's bytes and step time.
 4. Rows over several nodes (a hostfile): hosts, ranks per node, launcher, tokens/s, bytes per step.
 5. Sweeps: each sweep's configurations with their best tokens/s and the one it picked.
-6. The largest model (most parameters): its shape, GPUs, configuration, tokens/s, model TFLOP/s per GPU against
+6. The largest model that ran (most parameters; larger ones tried and not finished above it): its shape, GPUs, configuration, tokens/s, model TFLOP/s per GPU against
    issue 30's target, GPU and host memory (dsx's predictions beside them: `dsx report --vs-estimate`), and
    deepspeed.initialize's seconds.
 7. Rows that did not finish (oom, error, timeout), with their error.
@@ -302,9 +302,11 @@ def largest(rows: list[dict]) -> list[str]:
     sized = [r for r in rows if r["model"].get("params")]
     if not sized:
         return ["(no rows)"]
-    top = max(r["model"]["params"] for r in sized)
+    ran = [r["model"]["params"] for r in sized if r["status"] == "ok"]
+    top = max(ran) if ran else max(r["model"]["params"] for r in sized)
     out = []
-    for r in [r for r in sized if r["model"]["params"] == top]:
+    for r in sorted([r for r in sized if r["model"]["params"] >= top], key=lambda r: -r["model"]["params"]):
+        top = r["model"]["params"]
         f, mem, o = r["figures"], r["memory"]["max"], r["overhead"]
         tflops = f.get("model_tflops_per_s")
         d = r["model"].get("dims") or {}
