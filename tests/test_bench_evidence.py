@@ -107,3 +107,29 @@ def test_the_autotuner_race_readme_and_summary_hold_what_summarize_computes_from
     autotuner, restricted, dsx = (computed[tool] for tool in ("autotuner", "dsx_restricted", "dsx"))
     assert dsx["tokens_per_s"] >= 1.2 * autotuner["tokens_per_s"] and dsx["wall_s"] <= 0.5 * autotuner["wall_s"]
     assert restricted["tokens_per_s"] >= 0.98 * autotuner["tokens_per_s"] and restricted["gpu_s"] <= autotuner["gpu_s"]
+
+
+def _ok_gpu_rows(pattern: str) -> list[dict]:
+    from dsx.results import read_rows
+
+    return [row for path in sorted(ROOT.glob(pattern)) for row in read_rows(path)
+            if row["status"] == "ok" and (row.get("gpu_name") or "").startswith(("NVIDIA H100", "NVIDIA H200"))]
+
+
+def test_issue30_a_4_gpu_row_trains_30b_parameters_at_100_model_tflops_per_gpu():
+    rows = [r for r in _ok_gpu_rows("bench/multigpu/rows/*.jsonl") if r["world_size"] == 4
+            and r["model"]["params"] >= 30e9 and r["figures"]["model_tflops_per_s"] >= 100]
+    assert rows, "no >= 30B row at >= 100 model TFLOP/s per GPU on 4 GPUs"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    printed = subprocess.run([sys.executable, "bench/multigpu/summary.py", "bench/multigpu/rows/largest4-omp.jsonl"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    assert "issue 30's target (>= 30B at >= 100 model TFLOP/s per GPU): met" in printed
+
+
+def test_issue33_liger_on_llama_1b_beats_the_best_committed_row_by_a_quarter():
+    best_before = max(r["figures"]["tokens_per_s"] for r in _ok_gpu_rows("bench/estimator/h100/llama1b.jsonl")
+                      if r["model"]["seq_len"] == 2048)
+    liger_at_16 = [r["figures"]["tokens_per_s"] for r in _ok_gpu_rows("bench/kernels/h100/pairs.jsonl")
+                   if r["toggles"].get("kernels") == "liger" and r["micro_batch"] == 16]
+    assert round(best_before) == 42527 and len(liger_at_16) == 2
+    assert min(liger_at_16) >= 1.25 * best_before
