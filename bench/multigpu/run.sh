@@ -65,7 +65,10 @@
 #   nodes4      ~5.5-6 min    TUNED at ZeRO-$BEST_ZERO over two 2-GPU "nodes" (rows/hosts-2x2, --include
 #                             127.0.0.1:0,1@127.0.0.2:2,3), then its 1-GPU row
 #   dp4-llama   ~6 min        llama-3b (seq 2048) at ZeRO-3 with checkpointing, micro-batch 4 x 4, torch's fused
-#                             AdamW, 5 timed steps after 2: 4, 2, 1 GPUs. Micro-batch 4 is what fits one GPU:
+#                             AdamW, 3 timed steps after 1, --no-comm-log: 4, 2, 1 GPUs (first try, 2026-11-27, 5
+#                             after 2 with the comms logger: the 4- and 2-GPU runs passed warm-up and were cut at 140 s
+#                             before their timed steps ended; the logger synchronises after each of ZeRO-3's
+#                             collectives, thousands a step). Micro-batch 4 is what fits one GPU:
 #                             `dsx estimate --model llama-3b --zero 3 --gpus 1 --micro-batch 4 --act-ckpt --gpu-kind
 #                             h100-80gb` needs 67.1 of 79.2 GiB (largest 7; 8 needs 80.4); 2 GPUs 43.2, 4 GPUs 31.2
 #   pipe4       ~4.5 min      PIPE, 4 stages x 1, m = 4, 16
@@ -129,7 +132,8 @@ lean=(--vocab-pad 64 --seq-len 1024 --tf32 --set resid_pdrop=0 --set embd_pdrop=
 tuned=(--model gpt2-xl "${lean[@]}" --compile --micro-batch 16 --grad-accum 8 --steps 6 --warmup 2)
 tuned_z3=(--model gpt2-xl "${lean[@]}" --micro-batch 8 --grad-accum 8 --zero 3 --steps 5 --warmup 2)
 default=(--model gpt2-xl --micro-batch 8 --steps 10 --warmup 3)
-llama=(--model llama-3b --zero 3 --act-ckpt --micro-batch 4 --grad-accum 4 "${adam[@]}" --steps 5 --warmup 2)
+llama=(--model llama-3b --zero 3 --act-ckpt --micro-batch 4 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1
+       --no-comm-log)
 pipe=(--model gpt2-xl --vocab-pad 64 --seq-len 1024 --zero 1 --precision bf16 --micro-batch 4 "${adam[@]}"
       --steps 5 --warmup 2 --trial-timeout 200 --no-prune)
 gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 8 --gpus 2 --steps 20 --warmup 5)
