@@ -130,6 +130,11 @@ _REMOTE_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "DSX_", "ACCELERATE_")
 INHERITED_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE")
 """What DeepSpeed's launch.py sets for every rank, removed from the environment dsx starts a job with."""
 
+RECORDED_SETTINGS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
+"""Settings of dsx's environment that change how GPU ranks on this host run (the caching allocator, the CPU Adam
+step's threads): the row's notes name them, since its command alone does not (the 30.2B row of bench/multigpu ran
+with expandable segments that no field recorded)."""
+
 
 @dataclass
 class Nodes:
@@ -325,6 +330,9 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
         if note:
             setenv("TORCH_CUDA_ARCH_LIST", arch or None)
             notes.append(note)
+        settings = [f"{key}={base_env[key]}" for key in RECORDED_SETTINGS if base_env.get(key)]
+        if settings and nodes is None:  # DeepSpeed's runner passes the whole environment to local ranks only
+            notes.append(f"the ranks inherit {', '.join(settings)} from dsx's environment")
     if extensions_dir:
         setenv("TORCH_EXTENSIONS_DIR", extensions_dir)
         notes.append(f"the ranks' JIT-built ops are cached in TORCH_EXTENSIONS_DIR={extensions_dir} (their DeepSpeed's "

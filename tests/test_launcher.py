@@ -120,6 +120,13 @@ def test_a_launch_caches_ops_in_this_python_environments_own_folder(tmp_path, mo
     assert mine.env["TORCH_EXTENSIONS_DIR"] == "/cache/ext" and "TORCH_EXTENSIONS_DIR" not in mine.env_changes
 
 
+def test_gpu_ranks_record_the_allocator_and_openmp_settings_they_inherit():
+    p = plan("cuda", 4, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "OMP_NUM_THREADS": "16"})
+    assert "the ranks inherit PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, OMP_NUM_THREADS=16 from dsx's " \
+           "environment" in p.notes
+    assert not any("inherit" in note for note in plan("cuda", 4, env={}).notes)
+
+
 def test_describe_shows_the_command_and_every_environment_change():
     p = plan("cuda", 1, env={"TORCH_CUDA_ARCH_LIST": "9.0a"}, caps=[(9, 0)])
     text = p.describe()
