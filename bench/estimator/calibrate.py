@@ -137,6 +137,13 @@ def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
     return round(layer, 3), round(head, 3), round(speedup, 3)
 
 
+def _measured_compute(row: dict, setup) -> float:
+    """The compute term of a row: its measured median step less the estimate's non-compute terms for `setup`."""
+    rest = step_time(setup, setup.micro_batch) - compute_flops(
+        setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / compute_rate(setup)
+    return row["figures"]["step_time_s"]["median"] - rest
+
+
 def calibrate_dropout(rows: list[dict]) -> float:
     """DROPOUT_FREE_SPEEDUP from the DROPOUT_RUN_IDS pair of `rows`: the compute term of the row with dropout (its
     measured step less the predicted non-compute terms) over that of the row without."""
@@ -144,13 +151,8 @@ def calibrate_dropout(rows: list[dict]) -> float:
     missing = [role for role, run_id in DROPOUT_RUN_IDS.items() if run_id not in by_id]
     if missing:
         raise EstimateError(f"dropout calibration rows missing: {', '.join(missing)}")
-    compute = {}
-    for role, run_id in DROPOUT_RUN_IDS.items():
-        row = by_id[run_id]
-        setup = setup_of_row(row)
-        rest = step_time(setup, setup.micro_batch) - compute_flops(
-            setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / compute_rate(setup)
-        compute[role] = row["figures"]["step_time_s"]["median"] - rest
+    compute = {role: _measured_compute(by_id[run_id], setup_of_row(by_id[run_id]))
+               for role, run_id in DROPOUT_RUN_IDS.items()}
     return round(compute["dropout"] / compute["none"], 3)
 
 
@@ -164,13 +166,10 @@ def calibrate_kernels(rows: list[dict]) -> tuple[float, dict[str, float]]:
         for base_id, kernel_id in pairs:
             if base_id not in by_id or kernel_id not in by_id:
                 raise EstimateError(f"kernel calibration rows missing: {name} {base_id} {kernel_id}")
-            compute = []
-            for row in (by_id[base_id], by_id[kernel_id]):
-                setup = replace(setup_of_row(row), liger=False, fp8=None)  # the non-compute terms, kernels aside
-                rest = step_time(setup, setup.micro_batch) - compute_flops(
-                    setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / compute_rate(setup)
-                compute.append(row["figures"]["step_time_s"]["median"] - rest)
-            ratios.append(compute[0] / compute[1])
+            # the non-compute terms of each row, kernels aside (they change only the compute term)
+            base, kernel = (_measured_compute(row, replace(setup_of_row(row), liger=False, fp8=None))
+                            for row in (by_id[base_id], by_id[kernel_id]))
+            ratios.append(base / kernel)
         factors[name] = round(statistics.median(ratios), 3)
     return factors["liger"], {"eager": factors["fp8 eager"], "compiled": factors["fp8 compiled"]}
 

@@ -23,9 +23,9 @@ once.
    per step measured and predicted, step time, and each 1-bit phase's bytes and step time.
 4. Rows over several nodes (a hostfile): hosts, ranks per node, launcher, tokens/s, bytes per step.
 5. Sweeps: each sweep's configurations with their best tokens/s and the one it picked.
-6. The largest model that ran (most parameters; larger ones tried and not finished above it): its shape, GPUs, configuration, tokens/s, model TFLOP/s per GPU against
-   issue 30's target, GPU and host memory (dsx's predictions beside them: `dsx report --vs-estimate`), and
-   deepspeed.initialize's seconds.
+6. The largest model that ran (most parameters; larger ones tried and not finished above it): its shape, GPUs,
+   configuration, tokens/s, model TFLOP/s per GPU against issue 30's target, GPU and host memory (dsx's predictions
+   beside them: `dsx report --vs-estimate`), and deepspeed.initialize's seconds.
 7. Rows that did not finish (oom, error, timeout), with their error.
 """
 
@@ -306,12 +306,12 @@ def largest(rows: list[dict]) -> list[str]:
     top = max(ran) if ran else max(r["model"]["params"] for r in sized)
     out = []
     for r in sorted([r for r in sized if r["model"]["params"] >= top], key=lambda r: -r["model"]["params"]):
-        top = r["model"]["params"]
+        params = r["model"]["params"]
         f, mem, o = r["figures"], r["memory"]["max"], r["overhead"]
         tflops = f.get("model_tflops_per_s")
         d = r["model"].get("dims") or {}
         shape = ", ".join(f"{k} {d[k]}" for k in ("layers", "hidden", "heads", "kv_heads", "ffn") if k in d)
-        out.append(f"{r['status']}: {top / 1e9:.1f}B parameters ({shape}), "
+        out.append(f"{r['status']}: {params / 1e9:.1f}B parameters ({shape}), "
                    f"{describe(r)}, {r['world_size']} x {r.get('gpu_name')}: {fmt(f.get('tokens_per_s'), ',.0f')} "
                    f"tokens/s, {fmt(tflops, '.1f')} model TFLOP/s per GPU, MFU {fmt(f.get('mfu'), '.1%')}")
         out.append(f"  peak allocated {fmt(mem.get('peak_allocated') and mem['peak_allocated'] / GiB, '.1f')} GiB, "
@@ -323,7 +323,7 @@ def largest(rows: list[dict]) -> list[str]:
                    f"of {fmt(o.get('total_s'), '.0f')} s "
                    f"(model build {fmt(o.get('model_build_s'), '.1f')} s, steps {fmt(o.get('timed_s'), '.1f')} s)")
         if r["status"] == "ok":
-            met = top >= 30e9 and (tflops or 0) >= 100
+            met = params >= 30e9 and (tflops or 0) >= 100
             out.append(f"  issue 30's target (>= 30B at >= 100 model TFLOP/s per GPU): {'met' if met else 'NOT met'}")
     return out
 
