@@ -35,14 +35,25 @@ class GpuKind:
     """Step time that does not grow with the micro-batch (optimizer step, clipping, bucket copies), per parameter."""
     cpu_step_s_per_param: dict[int, float]
     """CPU offload: seconds per parameter of DeepSpeedCPUAdam's step and the host<->GPU copies, by ZeRO stage."""
-    zero3_s_per_param_pass: float
-    """ZeRO-3's extra time per parameter per forward or backward pass (one GPU: its bookkeeping, no network)."""
+    zero3_s_per_tensor_pass: float
+    """ZeRO-3's extra time per parameter tensor per forward or backward pass (one GPU: its bookkeeping, no network).
+    Per tensor, not per parameter: its hooks fetch and release tensor by tensor, so gpt2-xl's 580 tensors cost more
+    than llama-7b's 291 four-times-larger ones (per parameter it predicted llama-7b's 6.7B 2.8 s a step of hooks
+    that its rows do not show)."""
     host_process_bytes: dict[int, int]
     """RSS of one rank without offload (torch, CUDA, transformers, DeepSpeed), by ZeRO stage (ZeRO-3 builds the
     model under zero.Init)."""
     host_bytes_per_param: dict[int, float]
     """Host bytes per parameter added by optimizer CPU offload (AdamW, bf16), by ZeRO stage."""
     source: str
+    achieved_hidden: int = 0
+    """The hidden size achieved_fraction was measured at (the calibration model's)."""
+    width_half_hidden: int = 0
+    """The achieved fraction grows with the hidden size h as h / (h + width_half_hidden) (wider matrix products
+    keep the tensor cores busier; the per-token elementwise work shrinks against them): fitted on the WIDTH_RUN_IDS
+    rows. 0: no width dependence."""
+    widest_hidden: int = 0
+    """The widest hidden size the width curve was fitted on: wider models get its factor (not extrapolated)."""
     allocator_headroom_bytes: int = 0
     """Free memory an allocation still failed with near the boundary (the caching allocator cannot place a large
     block in fragmented space): the largest shortfall among HEADROOM_FILE's out-of-memory trials predicted to fit."""
@@ -84,19 +95,30 @@ HEADROOM_RUN_IDS = frozenset({
 HEADROOM_STEP = 256 * MIB
 """The allocator headroom is the largest shortfall rounded up to this."""
 
+WIDTH_FILES = ("bench/parity/h100/first.jsonl", "bench/parity/h100/gpt2xl.jsonl")
+"""The rows the width curve comes from: issue 29's parity references of llama-7b's shape cut to 8 layers (hidden
+4096, 1.88B parameters), ZeRO-3 without offload, micro-batch 4 x grad-accum 2, eager, one H100 (2026-11-27)."""
+
+WIDTH_RUN_IDS = ("67626f5da44a463f89653d23bbbd8542", "828cbf1c242e44508152377286b9bc64")
+"""The two runs of that configuration (28 and 18 timed steps): the width curve's h0 is solved from the median of
+their compute terms against gpt2-xl's (bench/estimator/calibrate.py: calibrate_width). Every other Llama row is
+judged (bench/estimator/README.md)."""
+
 H100 = GpuKind(
     key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
     context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.328, fixed_s_per_param=8.95e-11,
-    cpu_step_s_per_param={1: 4.792e-10, 2: 4.792e-10, 3: 1.138e-09}, zero3_s_per_param_pass=6.91e-11,
+    cpu_step_s_per_param={1: 4.792e-10, 2: 4.792e-10, 3: 1.138e-09}, zero3_s_per_tensor_pass=1.86e-04,
     host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
     host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
     source=f"H100 SXM5 host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-23: the CALIBRATION_ROWS of "
            f"{CALIBRATION_FILE} (bench/estimator/calibrate.py: calibrate) and the out-of-memory trials of "
-           f"{HEADROOM_FILE} (calibrate_headroom)",
+           f"{HEADROOM_FILE} (calibrate_headroom); the width curve from WIDTH_RUN_IDS of {', '.join(WIDTH_FILES)} "
+           f"(calibrate_width, 2026-11-27)",
     allocator_headroom_bytes=2_684_354_560,  # 2.5 GiB, 10 x HEADROOM_STEP
+    achieved_hidden=1600, width_half_hidden=4143, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
 )
-"""The H100 constants: every number but allocator_headroom_bytes from CALIBRATION_ROWS, the headroom from the
-out-of-memory trials of HEADROOM_FILE."""
+"""The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
+headroom from the out-of-memory trials of HEADROOM_FILE, the width curve from WIDTH_RUN_IDS."""
 
 H200 = replace(
     H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
@@ -114,9 +136,12 @@ GPUS: dict[str, GpuKind] = {H100.key: H100, H200.key: H200}
 def calibration_role(row: dict) -> str:
     """What a result row is to the H100 calibration: 'calibration' (a CALIBRATION_ROWS configuration: it set the
     constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
-    judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors) or 'judged'."""
+    judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors), 'width
+    calibration' (a WIDTH_RUN_IDS row: it set the width curve) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
+    if row.get("run_id") in WIDTH_RUN_IDS:
+        return "width calibration"
     if row.get("gpu_name") == H100.name:
         if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
                 ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():

@@ -424,7 +424,7 @@ _COUNTS: dict[str, dict[str, int]] = {}
 
 
 def _counts(resolved: ResolvedModel) -> dict[str, int]:
-    """{"params", "largest_module"} of the model built on the meta device; kept in this process and in dsx's disk
+    """{"params", "largest_module", "tensors"} of the model built on the meta device; kept in this process and in dsx's disk
     cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
     key = _cache_key(resolved)
     if key not in _COUNTS:
@@ -436,10 +436,11 @@ def _counts(resolved: ResolvedModel) -> dict[str, int]:
             model = meta_model(resolved)
             return {"params": sum(p.numel() for p in model.parameters()),
                     "largest_module": max(sum(p.numel() for p in module.parameters(recurse=False))
-                                          for module in model.modules())}
+                                          for module in model.modules()),
+                    "tensors": sum(1 for _ in model.parameters())}
 
         def load(cached: Any) -> dict[str, int]:
-            counts = {name: cached[name] for name in ("params", "largest_module")}
+            counts = {name: cached[name] for name in ("params", "largest_module", "tensors")}
             if not all(isinstance(n, int) for n in counts.values()):
                 raise ValueError(f"not counts: {counts}")
             return counts
@@ -452,6 +453,11 @@ def count_params(resolved: ResolvedModel) -> int:
     """Parameters as transformers' `model.num_parameters()` counts them: each distinct tensor once (tied
     embedding + LM head once), buffers excluded. Built on the meta device: no memory; cached (_counts)."""
     return _counts(resolved)["params"]
+
+
+def count_param_tensors(resolved: ResolvedModel) -> int:
+    """Parameter tensors (each distinct tensor once): what ZeRO-3's per-tensor hooks fetch and release a pass."""
+    return _counts(resolved)["tensors"]
 
 
 def largest_module_params(resolved: ResolvedModel) -> int:

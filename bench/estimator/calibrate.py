@@ -20,18 +20,21 @@ from pathlib import Path
 from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, COMPILE_HEAD_FACTOR,
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
-                             KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, GpuKind)
+                             KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
+                             GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.states import compute_rate
 from dsx.gpus import peak_tflops
-from dsx.models import count_params
+from dsx.models import count_param_tensors, count_params
 from dsx.results import read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CALIBRATED = ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
-              "cpu_step_s_per_param", "zero3_s_per_param_pass", "host_process_bytes", "host_bytes_per_param")
-"""The GpuKind fields `calibrate` sets (allocator_headroom_bytes comes from `calibrate_headroom`)."""
+              "cpu_step_s_per_param", "zero3_s_per_tensor_pass", "host_process_bytes", "host_bytes_per_param",
+              "achieved_hidden")
+"""The GpuKind fields `calibrate` sets (allocator_headroom_bytes comes from `calibrate_headroom`, the width curve
+from `calibrate_width`)."""
 
 
 def calibration_rows(rows: list[dict]) -> dict[str, dict]:
@@ -55,7 +58,7 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     fragmentation = statistics.median(m["peak_reserved"] / m["peak_allocated"] for m in memory)
     t = {role: r["figures"]["step_time_s"]["median"] for role, r in chosen.items()}
     setup = setup_of_row(chosen["ckpt_a"], GpuKind(key, name, 0, 0, 1.0, 1.0, 0.0, {}, 0.0, {}, {}, ""))
-    n = count_params(setup.resolved)
+    n, tensors = count_params(setup.resolved), count_param_tensors(setup.resolved)
     a, b = chosen["ckpt_a"]["micro_batch"], chosen["ckpt_b"]["micro_batch"]
     per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
     fixed = t["ckpt_a"] - a * per_sample
@@ -64,7 +67,7 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
         raise EstimateError(f"no bf16 peak FLOP/s known for {name}")
     achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * per_sample)
     base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved)  # micro-batch 8, no checkpointing
-    zero3 = (t["zero3"] - base) / (2 * n)
+    zero3 = (t["zero3"] - base) / (2 * tensors)  # per tensor per pass (forward, backward)
     rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
     return GpuKind(
         key=key, name=name, total_bytes=chosen["base"]["memory"]["capacity"], context_bytes=context,
@@ -72,14 +75,39 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
         fixed_s_per_param=float(f"{fixed / n:.3g}"),
         cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
             (1, (t["offload"] - base) / n), (2, (t["offload"] - base) / n),
-            (3, (t["zero3_offload"] - base - zero3 * 2 * n) / n))},
-        zero3_s_per_param_pass=float(f"{zero3:.3g}"),
+            (3, (t["zero3_offload"] - base - zero3 * 2 * tensors) / n))},
+        zero3_s_per_tensor_pass=float(f"{zero3:.3g}"),
         host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
         host_bytes_per_param={1: round((rss["offload"] - rss["base"]) / n, 2),
                               2: round((rss["offload"] - rss["base"]) / n, 2),
                               3: round((rss["zero3_offload"] - rss["zero3"]) / n, 2)},
-        source="",
+        source="", achieved_hidden=setup.resolved.hidden_size,
     )
+
+
+def calibrate_width(rows: list[dict], kind: GpuKind) -> tuple[int, int]:
+    """(width_half_hidden, widest_hidden) of `kind` from its WIDTH_RUN_IDS rows (one model, one configuration).
+
+    m, the median over the rows of the compute term predicted without a width curve over the measured one (the
+    measured step less the predicted non-compute terms), is the achieved rate at their hidden size h over the rate at
+    achieved_hidden hc. With the rate growing as h / (h + h0): m = h (hc + h0) / (hc (h + h0)), so
+    h0 = h hc (1 - m) / (m hc - h)."""
+    flat = replace(kind, width_half_hidden=0, widest_hidden=0)
+    by_id = {row["run_id"]: row for row in rows}
+    missing = [run_id for run_id in WIDTH_RUN_IDS if run_id not in by_id]
+    if missing:
+        raise EstimateError(f"width calibration rows missing: {', '.join(missing)}")
+    ratios, widths = [], set()
+    for run_id in WIDTH_RUN_IDS:
+        setup = setup_of_row(by_id[run_id], flat)
+        predicted = compute_flops(setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / compute_rate(
+            setup)
+        ratios.append(predicted / _measured_compute(by_id[run_id], setup))
+        widths.add(setup.resolved.hidden_size)
+    if len(widths) != 1:
+        raise EstimateError(f"width calibration rows of several hidden sizes: {sorted(widths)}")
+    m, h, hc = statistics.median(ratios), widths.pop(), kind.achieved_hidden
+    return round(h * hc * (1 - m) / (m * hc - h)), h
 
 
 def calibrate_headroom(rows: list[dict], kind: GpuKind) -> int:
@@ -187,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     computed = calibrate(rows, shipped.key, shipped.name)
     computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(list(read_rows(args.headroom_rows)),
                                                                              computed))
+    half, widest = calibrate_width([row for path in WIDTH_FILES for row in read_rows(ROOT / path)], computed)
+    computed = replace(computed, width_half_hidden=half, widest_hidden=widest)
     print(f"# {shipped.key}: from {args.rows} and {args.headroom_rows}")
     print("CALIBRATION_RUN_IDS = {")
     for role, row in calibration_rows(rows).items():
@@ -195,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"HEADROOM_RUN_IDS = {sorted(r['run_id'] for r in read_rows(args.headroom_rows))!r}")
     differ = []
     for field in fields(GpuKind):
-        if field.name in (*CALIBRATED, "allocator_headroom_bytes"):
+        if field.name in (*CALIBRATED, "allocator_headroom_bytes", "width_half_hidden", "widest_hidden"):
             value = getattr(computed, field.name)
             same = value == getattr(shipped, field.name)
             differ += [] if same else [field.name]

@@ -137,7 +137,10 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     if stage == 3:
-        seconds += gpu.zero3_s_per_param_pass * n * (3 if setup.act_ckpt else 2) * setup.grad_accum
+        from dsx.models import count_param_tensors
+
+        passes = (3 if setup.act_ckpt else 2) * setup.grad_accum
+        seconds += gpu.zero3_s_per_tensor_pass * count_param_tensors(setup.resolved) * passes
     return seconds
 
 

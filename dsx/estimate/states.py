@@ -264,13 +264,14 @@ _HEADS_NOT_TRAINED = ("summary_", "classifier_")
 
 
 def compute_rate(setup: Setup) -> float:
-    """FLOP/s a micro-batch's model FLOPs run at: the dense peak x the calibrated achieved fraction, x the compile
-    factor where it applies, x the dropout-free factor for a model without dropout, x Liger's and float8's factors
-    (dsx.calibration)."""
+    """FLOP/s a micro-batch's model FLOPs run at: the dense peak x the calibrated achieved fraction, x the width
+    factor of the model's hidden size, x the compile factor where it applies, x the dropout-free factor for a model
+    without dropout, x Liger's and float8's factors (dsx.calibration)."""
     from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP
     from dsx.config_facts import precision_of
 
     rate = peak_flops(setup.gpu, precision_of(setup.ds_config)) * setup.gpu.achieved_fraction
+    rate *= width_factor(setup.gpu, setup.resolved.hidden_size)
     if compiled_counted(setup):
         rate *= COMPILE_SPEEDUP
     if dropout_free(setup):
@@ -280,6 +281,16 @@ def compute_rate(setup: Setup) -> float:
     if setup.fp8:
         rate *= FP8_SPEEDUP["compiled" if setup.compile else "eager"]
     return rate
+
+
+def width_factor(gpu: GpuKind, hidden: int) -> float:
+    """The achieved rate at hidden size `hidden` over the rate at the calibration model's: h / (h + h0), relative,
+    held flat past the widest calibrated width (dsx.calibration.GpuKind.width_half_hidden)."""
+    h0 = gpu.width_half_hidden
+    if not h0:
+        return 1.0
+    h = min(hidden, gpu.widest_hidden or hidden)
+    return (h / (h + h0)) / (gpu.achieved_hidden / (gpu.achieved_hidden + h0))
 
 
 def compiled_counted(setup: Setup) -> bool:
