@@ -5,6 +5,9 @@
 #   pairs    --loss tiled against the plain loss where the plain one fits: llama-1b (dsx's preset, 0.51B) at 8,192
 #            tokens, ZeRO-2, checkpointing, micro-batch 1, plain, tiled, plain, tiled (alternating pairs in one
 #            command), 5 timed steps after 2
+#   micro    the head + loss alone (bench/long/loss_micro.py): plain, the tiled loss's fused and autograd tiles at
+#            three tile sizes, Liger's fused linear cross-entropy; llama-1b's head (8,192 tokens, hidden 2048,
+#            vocabulary 128,256), forward + backward, 20 timed calls each (~1 minute)
 #   longest  llama-1b at 262,144 tokens: --loss tiled with checkpointing, then the same with --act-ckpt-offload and
 #            --tiled-mlp (what they take off the GPU), 2 timed steps after 1
 # Every run: bf16, torch's fused AdamW (no JIT build), the learnable synthetic data, --no-comm-log (one rank).
@@ -25,13 +28,15 @@ for part in "$@"; do
         run_by 150 python3 -m dsx run "${common[@]}" --seq-len 8192 --loss "$loss" --steps 5 --warmup 2 \
           --results "$res" </dev/null
       done ;;
+    micro)
+      run_by 150 python3 bench/long/loss_micro.py --out "$res" </dev/null ;;
     longest)
       long=(--seq-len 262144 --set max_position_embeddings=262144 --loss tiled --steps 2 --warmup 1)
       run_by 300 python3 -m dsx run "${common[@]}" "${long[@]}" --results "$res" </dev/null
       run_by 300 python3 -m dsx run "${common[@]}" "${long[@]}" --act-ckpt-offload --tiled-mlp --results "$res" \
         </dev/null ;;
-    *) echo "bench/long/h100.sh: unknown part '$part' (pairs, longest)" >&2; exit 2 ;;
+    *) echo "bench/long/h100.sh: unknown part '$part' (pairs, micro, longest)" >&2; exit 2 ;;
   esac
-  [ -s "$res" ] && python3 -m dsx report "$res" --format markdown >>"$log" 2>&1
+  [ -s "$res" ] && [ "$part" != micro ] && python3 -m dsx report "$res" --format markdown >>"$log" 2>&1
 done
 show_log
