@@ -129,4 +129,7 @@ def command(dry_run, **options):
     click.echo(summary(row, results))
     if row.status != "ok":
         click.echo(f"dsx run: {row.status}: {row.error}", err=True)
+        for note in row.notes:
+            if note.startswith("out of memory with"):  # dsx.run.gather.fragmentation_note
+                click.echo(f"dsx run: {note}", err=True)
         sys.exit(1)

@@ -8,6 +8,7 @@ around the timed steps). A step's time is the slowest rank's: the step ends when
 from __future__ import annotations
 
 import platform
+import re
 import socket
 import statistics
 import time
@@ -188,6 +189,27 @@ def overhead_of(prepared: Prepared, present: list[RankReport], completed, jit_bu
     return overhead
 
 
+_TORCH_OOM = re.compile(r"Tried to allocate ([\d.]+) ([KMG]iB).*?([\d.]+) ([KMG]iB) is reserved by PyTorch but "
+                        r"unallocated", re.S)
+_UNIT = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def fragmentation_note(error: str | None) -> str | None:
+    """A note when torch's out-of-memory message shows more memory reserved but unallocated than the allocation
+    that failed: the caching allocator's blocks were too fragmented to place it, the GPU was not full (llama-3b with
+    Liger at ZeRO-1: 11.97 GiB asked for, 17.93 GiB reserved and free: bench/kernels/README.md)."""
+    match = _TORCH_OOM.search(error or "")
+    if not match:
+        return None
+    asked, spare = (float(match[i]) * _UNIT[match[i + 1]] for i in (1, 3))
+    if spare < asked:
+        return None
+    return (f"out of memory with {match[3]} {match[4]} reserved by torch's caching allocator but unallocated, more "
+            f"than the {match[1]} {match[2]} it failed to allocate: fragmentation, not a full GPU; "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in dsx's environment (the ranks inherit it) may fit "
+            "this configuration")
+
+
 def notes_of(prepared: Prepared, present: list[RankReport], completed, jit_built: list[str], status: str) -> list[str]:
     """dsx's notes, the ranks' notes and what dsx cleaned up, plus what the ranks' reports disagree on."""
     notes = list(dict.fromkeys(prepared.notes + [n for r in present for n in r.notes]
@@ -198,6 +220,8 @@ def notes_of(prepared: Prepared, present: list[RankReport], completed, jit_built
                      f"{prepared.params}")
     if jit_built:
         notes.append(f"JIT-built during this run: {', '.join(jit_built)} (see overhead.ds_initialize_s)")
+    if status == "oom":
+        notes += [n for n in dict.fromkeys(fragmentation_note(r.error) for r in present if r.status == "oom") if n]
     if status == "ok":
         losses = [r.loss for r in present]
         if any(abs(a - b) > 1e-3 * max(1.0, abs(a)) for other in losses[1:] for a, b in zip(losses[0], other)):
