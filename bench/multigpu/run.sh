@@ -105,7 +105,9 @@
 #                             out, so the 4 ranks' CPU Adam (OpenMP) each start one thread per core; run it if
 #                             largest4 misses 100 TFLOP/s per GPU and its log shows a slow optimizer step
 #   PIPE = gpt2-xl (vocab 50304, seq 1024), ZeRO-1, bf16, micro-batch 4, torch's fused AdamW, 5 timed steps after 2,
-#   one `dsx sweep --no-prune` over m, the micro-batches per optimizer step (--grad-accum); ~95 s a trial; the 1F1B
+#   one `dsx sweep --no-prune` over m, the micro-batches per optimizer step (--grad-accum; PIPE_M=4,16 sets them for
+#   every pipe* part: e.g. `PIPE_M=4,16 bash bench/multigpu/run.sh $OUT pipe2 pipe2-dp`, both in one command on one
+#   host, ~7 minutes); ~95 s a trial; the 1F1B
 #   bubble is (p-1)/(m+p-1), and summary.py measures it.
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
@@ -276,27 +278,27 @@ for p in "$@"; do
       ;;
     pipe2)
       begin "$p"
-      dsx_sweep 560 "${pipe[@]}" --gpus 2 --pipeline-stages 2 --grad-accum 1,4,16
+      dsx_sweep 560 "${pipe[@]}" --gpus 2 --pipeline-stages 2 --grad-accum "${PIPE_M:-1,4,16}"
       finish
       ;;
     pipe2-dp)
       begin "$p"
-      dsx_sweep 560 "${pipe[@]}" --gpus 2 --grad-accum 1,4,16
+      dsx_sweep 560 "${pipe[@]}" --gpus 2 --grad-accum "${PIPE_M:-1,4,16}"
       finish
       ;;
     pipe4)
       begin "$p"
-      dsx_sweep 560 "${pipe[@]}" --gpus 4 --pipeline-stages 4 --grad-accum 4,16
+      dsx_sweep 560 "${pipe[@]}" --gpus 4 --pipeline-stages 4 --grad-accum "${PIPE_M:-4,16}"
       finish
       ;;
     pipe2x2)
       begin "$p"
-      dsx_sweep 560 "${pipe[@]}" --gpus 4 --pipeline-stages 2 --grad-accum 4,16
+      dsx_sweep 560 "${pipe[@]}" --gpus 4 --pipeline-stages 2 --grad-accum "${PIPE_M:-4,16}"
       finish
       ;;
     pipe4-dp)
       begin "$p"
-      dsx_sweep 560 "${pipe[@]}" --gpus 4 --grad-accum 4,16
+      dsx_sweep 560 "${pipe[@]}" --gpus 4 --grad-accum "${PIPE_M:-4,16}"
       finish
       ;;
     onebit2)
