@@ -1,5 +1,6 @@
-"""The LM head + loss alone, forward and backward, on one GPU: the plain head, dsx's tiled loss (fused tiles, and the
-autograd tiles it replaced), Liger's fused linear cross-entropy. Which costs what, before an end-to-end pair.
+"""The LM head + loss alone, forward and backward, on one GPU: the plain head, dsx's tiled loss (autograd per tile,
+as dsx runs it) and an in-place variant of it, Liger's fused linear cross-entropy. Which costs what, before an
+end-to-end pair.
 
     python3 bench/long/loss_micro.py [--tokens 8192] [--hidden 2048] [--vocab 128256] [--out rows.jsonl]
 
@@ -17,7 +18,7 @@ import time
 
 import torch
 
-from dsx.rank.tiled_loss import _tile_loss_and_grads, default_tile_tokens, tiled_head_loss
+from dsx.rank.tiled_loss import IGNORE_INDEX, default_tile_tokens, tiled_head_loss
 
 
 def plain(hidden, weight, labels):
@@ -25,9 +26,24 @@ def plain(hidden, weight, labels):
     return torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100)
 
 
-def autograd_tiles(tile: int):
-    """The tiled loss as dsx ran it until 2026-11-28: autograd per tile, each tile's bf16 weight gradient added into an
-    fp32 buffer."""
+def in_place_tiles(tile: int):
+    """A variant tried on 2026-11-28 and measured slower than dsx's autograd tiles (bench/long/README.md): each tile's
+    cross-entropy gradient computed in place on its fp32 logits (softmax - one-hot) without autograd, the weight
+    gradient accumulated in fp32 inside the GEMM (addmm out_dtype, CUDA)."""
+    def one_tile(hidden, weight, labels, grad_hidden, grad_weight):
+        logits = torch.nn.functional.linear(hidden, weight).float()
+        valid = labels != IGNORE_INDEX
+        safe = labels.clamp(min=0).unsqueeze(1)
+        lse = torch.logsumexp(logits, dim=1, keepdim=True)
+        loss = ((lse - logits.gather(1, safe)).squeeze(1) * valid).sum()
+        grad = logits.sub_(lse).exp_()
+        grad.scatter_add_(1, safe, -valid.to(grad.dtype).unsqueeze(1))
+        grad.mul_(valid.unsqueeze(1))
+        grad = grad.to(weight.dtype)
+        torch.mm(grad, weight, out=grad_hidden)
+        torch.addmm(grad_weight, grad.t(), hidden, out_dtype=grad_weight.dtype, out=grad_weight)
+        return loss
+
     class Tiles(torch.autograd.Function):
         @staticmethod
         def forward(ctx, hidden, weight, labels):
@@ -35,11 +51,9 @@ def autograd_tiles(tile: int):
             grad_hidden = torch.empty_like(hidden)
             grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
             for start in range(0, hidden.shape[0], tile):
-                loss, gh, gw = _tile_loss_and_grads(hidden[start:start + tile], weight, labels[start:start + tile])
-                total += loss
-                grad_hidden[start:start + tile] = gh
-                grad_weight += gw
-            count = (labels != -100).sum()
+                end = start + tile
+                total += one_tile(hidden[start:end], weight, labels[start:end], grad_hidden[start:end], grad_weight)
+            count = (labels != IGNORE_INDEX).sum()
             ctx.save_for_backward(grad_hidden, grad_weight, count)
             ctx.dtype = weight.dtype
             return total / count
@@ -108,10 +122,10 @@ def main() -> None:
     row, reference = measure("plain", plain, hidden, weight, labels)
     rows.append(row)
     for tile in sorted({default, 2048, 4096}):
-        rows.append(measure(f"tiled (autograd tiles, tile {tile})", autograd_tiles(tile), hidden, weight, labels,
-                            reference)[0])
-        rows.append(measure(f"tiled (fused tiles, tile {tile})",
+        rows.append(measure(f"tiled (autograd tiles, tile {tile})",
                             lambda h, w, y, t=tile: tiled_head_loss(h, w, y, t), hidden, weight, labels,
+                            reference)[0])
+        rows.append(measure(f"tiled (fused tiles, tile {tile})", in_place_tiles(tile), hidden, weight, labels,
                             reference)[0])
     try:
         rows.append(measure("liger fused linear cross-entropy", liger(), hidden, weight, labels, reference)[0])

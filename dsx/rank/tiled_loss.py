@@ -43,8 +43,7 @@ def shifted_labels(labels):
 
 
 def _tile_loss_and_grads(hidden, weight, labels):
-    """Summed cross-entropy of one tile and its gradients with respect to hidden and weight (not scaled), through
-    autograd (the reference the fused tile below must equal; tests/test_tiled_loss.py)."""
+    """Summed cross-entropy of one tile and its gradients with respect to hidden and weight (not scaled)."""
     import torch
 
     with torch.enable_grad():
@@ -54,32 +53,6 @@ def _tile_loss_and_grads(hidden, weight, labels):
         loss = torch.nn.functional.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
         grad_hidden, grad_weight = torch.autograd.grad(loss, (hidden, weight))
     return loss.detach(), grad_hidden, grad_weight
-
-
-def _fused_tile(hidden, weight, labels, grad_hidden, grad_weight) -> "torch.Tensor":
-    """One tile without autograd: its summed cross-entropy (returned), its hidden gradient written into
-    `grad_hidden` and its weight gradient added into the fp32 `grad_weight`. The arithmetic autograd does (fp32
-    logits, softmax - one-hot, cast to the weight's dtype for both matmuls), in place on one fp32 logits tile: no
-    log-softmax copy, and on CUDA the weight gradient accumulates in fp32 inside the GEMM (addmm out_dtype), not
-    as a bf16 tile read and added again (what made the tiled loss 3.4-3.7% slower than the plain one:
-    bench/long/README.md)."""
-    import torch
-
-    logits = torch.nn.functional.linear(hidden, weight).float()
-    valid = labels != IGNORE_INDEX
-    safe = labels.clamp(min=0).unsqueeze(1)
-    lse = torch.logsumexp(logits, dim=1, keepdim=True)
-    loss = ((lse - logits.gather(1, safe)).squeeze(1) * valid).sum()
-    grad = logits.sub_(lse).exp_()  # softmax, in the logits' memory
-    grad.scatter_add_(1, safe, -valid.to(grad.dtype).unsqueeze(1))
-    grad.mul_(valid.unsqueeze(1))
-    grad = grad.to(weight.dtype)
-    torch.mm(grad, weight, out=grad_hidden)
-    if grad_weight.is_cuda and grad.dtype != grad_weight.dtype:
-        torch.addmm(grad_weight, grad.t(), hidden, out_dtype=grad_weight.dtype, out=grad_weight)
-    else:
-        grad_weight += torch.mm(grad.t(), hidden)
-    return loss
 
 
 def _tiled_head_loss_class():
@@ -97,8 +70,11 @@ def _tiled_head_loss_class():
             grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
             for start in range(0, hidden.shape[0], tile_tokens):
                 end = start + tile_tokens
-                total += _fused_tile(hidden[start:end], weight, labels[start:end], grad_hidden[start:end],
-                                     grad_weight)
+                loss, tile_grad_hidden, tile_grad_weight = _tile_loss_and_grads(hidden[start:end], weight,
+                                                                                labels[start:end])
+                total += loss
+                grad_hidden[start:end] = tile_grad_hidden
+                grad_weight += tile_grad_weight
             ctx.save_for_backward(grad_hidden, grad_weight, count)
             ctx.weight_dtype = weight.dtype
             return total / count.clamp(min=1)
