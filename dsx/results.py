@@ -65,7 +65,7 @@ class Toggles(_Row):
     attn: str = "sdpa"
     act_ckpt: bool = False
     loss: str = "plain"
-    """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss."""
+    """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss; fused: Liger's fused linear cross-entropy."""
     loss_tile_tokens: int | None = None
     act_ckpt_offload: bool = False
     """--act-ckpt-offload: each checkpointed layer's input kept in host memory (dsx.rank.memory_savers)."""

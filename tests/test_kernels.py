@@ -14,18 +14,40 @@ from dsx.run.kernels import KernelPlan, kernel_plan, kernel_toggles, liger_chunk
 
 
 class _Request:
-    def __init__(self, kernels="none", fp8="none", tiled_mlp=False, compile=False):
-        self.kernels, self.fp8, self.tiled_mlp, self.compile = kernels, fp8, tiled_mlp, compile
+    def __init__(self, kernels="none", fp8="none", tiled_mlp=False, compile=False, loss="plain"):
+        self.kernels, self.fp8, self.tiled_mlp, self.compile, self.loss = kernels, fp8, tiled_mlp, compile, loss
 
 
 def _plan(model="llama-1b", kernels="none", fp8="none", zero=2, device="cuda", sequence=None, tiled=False,
-          pipeline=None, tiled_mlp=False, compile=False):
+          pipeline=None, tiled_mlp=False, compile=False, loss="plain"):
     from dsx.models import resolve_model
 
     notes: list[str] = []
-    plan = kernel_plan(_Request(kernels, fp8, tiled_mlp, compile), resolve_model(model), device, zero, pipeline,
+    plan = kernel_plan(_Request(kernels, fp8, tiled_mlp, compile, loss), resolve_model(model), device, zero, pipeline,
                        sequence, tiled, notes, check_installed=False)
     return plan, notes
+
+
+def test_the_fused_loss_alone_is_ligers_loss_without_its_other_kernels_for_any_causal_lm():
+    plan, notes = _plan(model="gpt2", loss="fused")
+    assert plan == KernelPlan(liger=False, fused_loss=True, fp8=None)
+    assert notes == ["kernels: Liger's fused linear cross-entropy as the loss (--loss fused)"]
+    assert kernel_toggles(plan) == {"kernels": None, "liger_fused_loss": True, "fp8": None}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"device": "cpu"}, "--loss fused needs a CUDA GPU: Liger's fused linear cross-entropy is a Triton kernel "
+                        "(--loss tiled computes the same loss without the whole logits on any device)"),
+    ({"zero": 3}, "--loss fused at ZeRO-3: the head's weight is partitioned and Liger reads it outside the head's "
+                  "forward; use --loss tiled (it calls the head tile by tile)"),
+    ({"sequence": 2}, "--loss fused with --sequence-parallel: Ulysses computes the loss from its shard's logits; use "
+                      "--loss tiled"),
+    ({"compile": True}, "--loss fused with --compile: not supported by dsx (Liger's kernels inside the compiled step "
+                        "crashed on an H100: bench/kernels/README.md); run it eager, or --loss tiled")])
+def test_the_fused_loss_is_refused_where_it_cannot_apply(kwargs, message):
+    with pytest.raises(RunRefused) as refused:
+        _plan(loss="fused", **kwargs)
+    assert str(refused.value) == message
 
 
 def test_nothing_asked_is_no_plan():

@@ -106,7 +106,10 @@ def _resolve(**fields):
      "on its whole logits; drop --pipeline-stages or --loss tiled"),
     (dict(loss="tiled", model="bert-tiny"), "--loss tiled computes a causal LM's loss; bert-tiny is a masked-lm model"),
     (dict(loss_tile_tokens=64), "--loss-tile-tokens 64 sizes the tiles of --loss tiled: add --loss tiled"),
-    (dict(loss="fused"), "unknown --loss 'fused' (known: plain, tiled)"),
+    (dict(loss="magic"), "unknown --loss 'magic' (known: plain, tiled, fused)"),
+    (dict(loss="fused"), "--loss fused needs a CUDA GPU: Liger's fused linear cross-entropy is a Triton kernel "
+                         "(--loss tiled computes the same loss without the whole logits on any device)"),
+    (dict(loss="fused", model="bert-tiny"), "--loss fused computes a causal LM's loss; bert-tiny is a masked-lm model"),
 ])
 def test_where_the_tiled_loss_cannot_apply_the_run_is_refused(fields, message):
     from dsx.run import RunRefused

@@ -4,7 +4,7 @@
 # Parts (each one device command; rows appended to $OUT/PART.jsonl, the log in $OUT/PART.log):
 #   pairs    --loss tiled against the plain loss where the plain one fits: llama-1b (dsx's preset, 0.51B) at 8,192
 #            tokens, ZeRO-2, checkpointing, micro-batch 1, plain, tiled, plain, tiled (alternating pairs in one
-#            command), 5 timed steps after 2
+#            command), 5 timed steps after 2; PAIR_LOSSES="plain fused plain fused": Liger's fused loss instead
 #   micro    the head + loss alone (bench/long/loss_micro.py): plain, the tiled loss's fused and autograd tiles at
 #            three tile sizes, Liger's fused linear cross-entropy; llama-1b's head (8,192 tokens, hidden 2048,
 #            vocabulary 128,256), forward + backward, 20 timed calls each (~1 minute)
@@ -24,7 +24,7 @@ for part in "$@"; do
   start_log "$out/$part.log"
   case $part in
     pairs)
-      for loss in plain tiled plain tiled; do
+      for loss in ${PAIR_LOSSES:-plain tiled plain tiled}; do
         run_by 150 python3 -m dsx run "${common[@]}" --seq-len 8192 --loss "$loss" --steps 5 --warmup 2 \
           --results "$res" </dev/null
       done ;;

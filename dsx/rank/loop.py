@@ -213,11 +213,12 @@ def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progre
         report.notes += apply_kernels(model, resolved.family, plan.toggles.kernels == "liger",
                                       plan.toggles.liger_fused_loss, plan.toggles.fp8)
     report.params_seen = int(sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters()))
-    if plan.toggles.loss == "tiled":
+    fused_here = plan.toggles.loss == "fused" and plan.toggles.kernels != "liger"  # else Liger's patch owns it
+    if plan.toggles.loss == "tiled" or fused_here:
         from dsx.config_facts import zero_stage
         from dsx.rank.tiled_loss import wrap
 
-        model = wrap(model, plan.toggles.loss_tile_tokens, zero3=zero_stage(ds_config) == 3)
+        model = wrap(model, plan.toggles.loss_tile_tokens, zero3=zero_stage(ds_config) == 3, fused=fused_here)
     progress.phase("model_built")
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()

@@ -41,7 +41,7 @@ class Toggles(BaseModel):
     attn: str = "sdpa"
     act_ckpt: bool = False
     loss: str = "plain"
-    """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss."""
+    """plain: transformers\' head and loss; tiled: dsx.rank.tiled_loss; fused: Liger's fused linear cross-entropy."""
     loss_tile_tokens: int | None = None
     act_ckpt_offload: bool = False
     tiled_mlp: bool = False

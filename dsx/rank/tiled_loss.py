@@ -115,11 +115,22 @@ def checkpointed_tiles_loss(head, hidden, labels, tile_tokens: int):
     return total / count.clamp(min=1)
 
 
-def wrap(model, tile_tokens: int, zero3: bool):
-    """The causal LM `model` with its loss computed by tiles: a module whose forward(input_ids, labels, ...)
-    returns an output with .loss, as the HF model's does, for deepspeed.initialize."""
+def liger_fused_loss():
+    """Liger Kernel's fused linear cross-entropy (--loss fused): loss(weight, hidden, labels), the mean over the labels
+    that are not -100, as transformers' loss; the logits exist a chunk at a time inside its Triton kernel."""
+    from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+    return LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
+
+
+def wrap(model, tile_tokens: int | None, zero3: bool, fused: bool = False):
+    """The causal LM `model` with its loss computed by tiles (or, fused, by Liger's fused linear cross-entropy): a
+    module whose forward(input_ids, labels, ...) returns an output with .loss, as the HF model's does, for
+    deepspeed.initialize."""
     import torch
     from transformers.modeling_outputs import CausalLMOutput
+
+    fused_loss = liger_fused_loss() if fused else None
 
     class TiledLossLM(torch.nn.Module):
         def __init__(self):
@@ -133,7 +144,9 @@ def wrap(model, tile_tokens: int, zero3: bool):
             hidden = hidden.reshape(-1, hidden.shape[-1])
             flat_labels = (shift_labels if shift_labels is not None else shifted_labels(labels)).reshape(-1)
             head = self.model.get_output_embeddings()
-            if zero3:
+            if fused_loss is not None:
+                loss = fused_loss(head.weight, hidden, flat_labels)
+            elif zero3:
                 loss = checkpointed_tiles_loss(head, hidden, flat_labels, tile_tokens)
             else:
                 loss = tiled_head_loss(hidden, head.weight, flat_labels, tile_tokens)

@@ -77,8 +77,8 @@ def derived_label(row: dict) -> str:
         extra.append(f"sparse={row['sparse_attention']['requested']}")
     if row.get("pipeline"):
         extra.append(f"pp{row['pipeline']['stages']}")
-    if row["toggles"].get("loss") == "tiled":
-        extra.append("tiled-loss")
+    if row["toggles"].get("loss") in ("tiled", "fused"):
+        extra.append(f"{row['toggles']['loss']}-loss")
     extra += [name for key, name in (("act_ckpt_offload", "ckpt-offload"), ("tiled_mlp", "tiled-mlp"))
               if row["toggles"].get(key)]
     if row["toggles"].get("kernels"):

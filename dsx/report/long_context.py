@@ -97,7 +97,8 @@ def long_context_table(rows: list[dict]) -> Table | None:
             ])
     table.legend = memory_legend(rows) + [
         "attention: dense (SDPA, no sparse request) or the sparse layout's mode, '(auto)' when --sparse-attention "
-        "auto chose; loss: plain (transformers' head and loss, whole logits) or tiled (--loss tiled); savers: "
+        "auto chose; loss: plain (transformers' head and loss, whole logits), tiled (--loss tiled) or fused (--loss "
+        "fused: Liger's fused linear cross-entropy); savers: "
         "--act-ckpt-offload (ckpt offload) and --tiled-mlp (tiled MLP); GPUs (SP): "
         "the ranks, and the Ulysses group size with --sequence-parallel (tokens/s counts every rank's); tiles: the "
         "128 x 128 tiles FlexAttention computes, as a share of a dense kernel's (causal: those on and below the "

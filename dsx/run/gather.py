@@ -333,8 +333,9 @@ def gather(prepared: Prepared, completed) -> RunRow:
                         act_ckpt_offload=request.act_ckpt_offload, tiled_mlp=request.tiled_mlp,
                         **(prepared.rank_plan.toggles.model_dump(include={"kernels", "liger_fused_loss", "fp8"})
                            if prepared.rank_plan else {}),
-                        **({"loss": "tiled", "loss_tile_tokens": prepared.rank_plan.toggles.loss_tile_tokens}
-                           if prepared.rank_plan and prepared.rank_plan.toggles.loss == "tiled" else {})),
+                        **({"loss": prepared.rank_plan.toggles.loss,
+                            "loss_tile_tokens": prepared.rank_plan.toggles.loss_tile_tokens}
+                           if prepared.rank_plan and prepared.rank_plan.toggles.loss != "plain" else {})),
         figures=figures, memory=memory, ranks=ranks_of(ranks), status=status, error=error,
         notes=notes_of(prepared, present, completed, jit_built, status),
         overhead=overhead_of(prepared, present, completed, jit_built), memory_cap=request.memory_cap,

@@ -28,6 +28,8 @@ class KernelPlan:
         parts = []
         if self.liger:
             parts.append("Liger: RoPE, RMSNorm, SwiGLU" + (", fused linear cross-entropy" if self.fused_loss else ""))
+        elif self.fused_loss:
+            parts.append("Liger's fused linear cross-entropy as the loss (--loss fused)")
         if self.fp8:
             parts.append(f"float8 training ({self.fp8}, torchao) of the decoder's linear layers")
         return "; ".join(parts)
@@ -55,20 +57,41 @@ def kernel_toggles(plan: KernelPlan | None) -> dict:
     return {"kernels": "liger" if plan.liger else None, "liger_fused_loss": plan.fused_loss, "fp8": plan.fp8}
 
 
+def _check_fused_loss(request, device: str, zero: int, sequence: int | None, check_installed: bool) -> None:
+    """RunRefused where --loss fused (Liger's fused linear cross-entropy as dsx's loss) cannot apply."""
+    if device != "cuda":
+        raise RunRefused("--loss fused needs a CUDA GPU: Liger's fused linear cross-entropy is a Triton kernel "
+                         "(--loss tiled computes the same loss without the whole logits on any device)")
+    if zero == 3:
+        raise RunRefused("--loss fused at ZeRO-3: the head's weight is partitioned and Liger reads it outside the "
+                         "head's forward; use --loss tiled (it calls the head tile by tile)")
+    if sequence:
+        raise RunRefused("--loss fused with --sequence-parallel: Ulysses computes the loss from its shard's logits; "
+                         "use --loss tiled")
+    if request.compile:
+        raise RunRefused("--loss fused with --compile: not supported by dsx (Liger's kernels inside the compiled "
+                         "step crashed on an H100: bench/kernels/README.md); run it eager, or --loss tiled")
+    if check_installed and importlib.util.find_spec("liger_kernel") is None:
+        raise RunRefused("--loss fused needs liger-kernel: pip install 'dsx[kernels]'")
+
+
 def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: int | None, loss_tiled: bool,
                 notes: list[str], check_installed: bool = True) -> KernelPlan | None:
-    """The KernelPlan of --kernels / --fp8 (None when neither is asked for); RunRefused where one cannot apply
-    (check_installed=False: dsx estimate, which plans for a GPU kind and runs nothing)."""
+    """The KernelPlan of --kernels / --fp8 / --loss fused (None when none is asked for); RunRefused where one cannot
+    apply (check_installed=False: dsx estimate, which plans for a GPU kind and runs nothing)."""
     kernels, fp8 = request.kernels or "none", request.fp8 or "none"
     if kernels not in ("none", "liger"):
         raise RunRefused(f"unknown --kernels '{kernels}' (known: none, liger)")
     if fp8 not in ("none", *FP8_RECIPES):
         raise RunRefused(f"unknown --fp8 '{fp8}' (known: none, {', '.join(FP8_RECIPES)})")
-    if kernels == "none" and fp8 == "none":
+    loss_fused = getattr(request, "loss", "plain") == "fused"
+    if kernels == "none" and fp8 == "none" and not loss_fused:
         return None
+    if loss_fused:
+        _check_fused_loss(request, device, zero, sequence, check_installed)
     liger = kernels == "liger"
     given = " and ".join(flag for flag, on in (("--kernels liger", liger), (f"--fp8 {fp8}", fp8 != "none")) if on)
-    if pipeline is not None:
+    if pipeline is not None and given:
         raise RunRefused(f"{given} with pipeline stages: not supported by dsx; drop one")
     if liger and resolved.family not in LIGER_FAMILIES:
         raise RunRefused(f"--kernels liger: Liger Kernel patches Llama-family models here; {resolved.name} is a "
@@ -91,7 +114,8 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
                                      (f"--fp8 {fp8}", fp8 != "none", "torchao", "fp8")):
         if on and check_installed and importlib.util.find_spec(package) is None:
             raise RunRefused(f"{flag} needs {package.replace('_', '-')}: pip install 'dsx[{extra}]'")
-    fused_loss = liger and resolved.task == "causal-lm" and zero != 3 and not loss_tiled and not sequence
+    fused_loss = loss_fused or (liger and resolved.task == "causal-lm" and zero != 3 and not loss_tiled and
+                                not sequence)
     if liger and not fused_loss and resolved.task == "causal-lm":
         why = ("ZeRO-3 partitions the head weight it reads outside the head's forward" if zero == 3 else
                "--loss tiled owns the loss" if loss_tiled else "Ulysses computes the loss from its shard's logits")
