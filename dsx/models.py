@@ -424,8 +424,8 @@ _COUNTS: dict[str, dict[str, int]] = {}
 
 
 def _counts(resolved: ResolvedModel) -> dict[str, int]:
-    """{"params", "largest_module", "tensors"} of the model built on the meta device; kept in this process and in dsx's disk
-    cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
+    """{"params", "largest_module", "tensors"} of the model built on the meta device; kept in this process and in
+    dsx's disk cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
     key = _cache_key(resolved)
     if key not in _COUNTS:
         from pathlib import Path
