@@ -42,8 +42,9 @@
 #   dp2-z2      ~5.5-7.5 min  TUNED at ZeRO-2: 2 GPUs, 1 GPU, then 2 GPUs with --no-comm-log (the logger synchronises
 #                             after every collective, and ZeRO-2 reduces after every micro-batch)
 #   dp2-z3      ~4 min        ZeRO-3 as a sweep runs it: TUNED without --compile (the sweep prunes compile at ZeRO-3
-#                             as the same as eager), micro-batch 8 x 8 (16 is predicted not to fit one GPU
-#                             uncompiled); 5 timed steps after 2: 2 GPUs, 1 GPU
+#                             as the same as eager), micro-batch 8 x 2, --no-comm-log; 5 timed steps after 2: 2 GPUs,
+#                             1 GPU (first try, 2026-11-27, 2 x H200: micro-batch 8 x 8 with the comms logger took
+#                             ~54 s a step at ZeRO-3 and was cut at 180 s after its warm-up: rows/dp2-z3.jsonl)
 #   dp2-default ~6 min        dsx's defaults at ZeRO-$BEST_ZERO, micro-batch 8 (DeepSpeed's FusedAdam, built first,
 #                             ~50 s; GPT-2's dropout, clipping 1.0, the overflow check; no compile, no vocabulary
 #                             padding; 10 timed steps after 3): 2 GPUs, 1 GPU, two nodes
@@ -132,7 +133,7 @@ adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=
 lean=(--vocab-pad 64 --seq-len 1024 --tf32 --set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0 "${adam[@]}"
       --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)
 tuned=(--model gpt2-xl "${lean[@]}" --compile --micro-batch 16 --grad-accum 8 --steps 6 --warmup 2)
-tuned_z3=(--model gpt2-xl "${lean[@]}" --micro-batch 8 --grad-accum 8 --zero 3 --steps 5 --warmup 2)
+tuned_z3=(--model gpt2-xl "${lean[@]}" --micro-batch 8 --grad-accum 2 --zero 3 --steps 5 --warmup 2 --no-comm-log)
 default=(--model gpt2-xl --micro-batch 8 --steps 10 --warmup 3)
 llama=(--model llama-3b --zero 3 --act-ckpt --micro-batch 4 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1
        --no-comm-log)
