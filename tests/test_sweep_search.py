@@ -174,15 +174,15 @@ def test_without_dsx_estimate_no_axis_means_the_plain_grid(tmp_path):
 
 
 @pytest.mark.slow  # seconds of estimates / subprocesses: out of the fast tier
-def test_llama_7b_on_the_h100_host_runs_three_partial_offload_configurations(tmp_path):
+def test_llama_7b_on_the_h100_host_runs_the_partial_offload_configurations_predicted_fastest(tmp_path):
     """Issue 16's machine: 80 GB GPU, 125 GiB host. Without offload nothing fits the GPU, full offload does not fit
-    the host; the partial ratios that fit both are run, fastest predicted first."""
+    the host; of the partial ratios that fit both, those within --keep-within of the fastest run, fastest predicted
+    first (ratio 0.5 first, as measured: bench/largest/h100/llama7b.jsonl; 0.8 is predicted 15% slower)."""
     lines = dry_run(tmp_path, "--model", "llama-7b", "--mb-max", "1024", *H100)
-    assert running(lines) == ["z3 off=cpu:0.7 bf16 ckpt ga2", "z3 off=cpu:0.5 bf16 ckpt ga4",
-                              "z3 off=cpu:0.8 bf16 ckpt ga1"]
+    assert running(lines) == ["z3 off=cpu:0.5 bf16 ckpt ga8", "z3 off=cpu:0.7 bf16 ckpt ga4"]
     skipped = {line.split(". ", 1)[1].split("  (skipped: ")[0]: line.split("  (skipped: ")[1][:-1]
                for line in planned(lines) if "(skipped" in line}
-    assert skipped["z3 off=cpu bf16 ckpt ga1"] == ("predicted not to fit: host memory needs 129.7 GiB (1 rank x "
+    assert skipped["z3 off=cpu bf16 ckpt ga2"] == ("predicted not to fit: host memory needs 129.7 GiB (1 rank x "
                                                     "129.71 GiB), has 125.0 GiB (--no-prune runs it)")
     assert skipped["z2 bf16 ga1"].startswith("predicted not to fit: 142.3 GiB at micro-batch 1, 79.2 GiB available")
     assert len(planned(lines)) == 48
