@@ -23,8 +23,8 @@ def _plan(model="llama-1b", kernels="none", fp8="none", zero=2, device="cuda", s
     from dsx.models import resolve_model
 
     notes: list[str] = []
-    plan = kernel_plan(_Request(kernels, fp8, tiled_mlp, compile, loss), resolve_model(model), device, zero, pipeline,
-                       sequence, tiled, notes, check_installed=False)
+    request = _Request(kernels, fp8, tiled_mlp, compile, "tiled" if tiled else loss)
+    plan = kernel_plan(request, resolve_model(model), device, zero, pipeline, sequence, notes, check_installed=False)
     return plan, notes
 
 
@@ -114,6 +114,15 @@ def test_the_estimate_prices_ligers_loss_a_chunk_at_a_time():
     assert plain.exit_code == liger.exit_code == 0, plain.output + liger.output
     assert "loss gradients" in plain.output and "loss tile" not in plain.output
     assert "loss tile" in liger.output and "note: kernels: Liger: RoPE, RMSNorm, SwiGLU, fused linear" in liger.output
+
+
+def test_the_estimate_prices_the_fused_loss_a_chunk_at_a_time_for_any_causal_lm():
+    args = ["estimate", "--model", "gpt2", "--zero", "2", "--micro-batch", "4", "--gpu-kind", "h100-80gb"]
+    plain = CliRunner().invoke(cli, args)
+    fused = CliRunner().invoke(cli, [*args, "--loss", "fused"])
+    assert plain.exit_code == fused.exit_code == 0, plain.output + fused.output
+    assert "loss tile" in fused.output and "loss tile" not in plain.output
+    assert "note: kernels: Liger's fused linear cross-entropy as the loss (--loss fused)" in fused.output
 
 
 def _tokens_per_s(*extra):

@@ -131,6 +131,15 @@ def test_a_tiled_trial_says_its_tiles_and_is_another_trial_than_the_plain_one():
     assert run_command(tiled.request)[-4:-2] == ["--loss-tile-tokens", "16"]
 
 
+def test_a_fused_loss_trial_is_another_trial_than_the_plain_one(monkeypatch):
+    """A sweep's results file skips the trials it has a row for: a plain row must not stand for a fused trial (on
+    this CPU machine the fused loss is refused: its GPU checks are set aside to reach the key)."""
+    monkeypatch.setattr("dsx.run.kernels._check_fused_loss", lambda *args: None)
+    fused = _resolve(loss="fused", config_flags={"micro_batch": 2})
+    plain = _resolve(config_flags={"micro_batch": 2})
+    assert fused.key != plain.key
+
+
 def test_the_estimate_of_a_64k_sequence_drops_the_whole_logits_with_the_tiled_loss():
     """llama-1b at 65,536 tokens: the plain loss's fp32 logits and their gradients do not fit an H100; tiles do."""
     from dsx.estimate import Setup, estimate

@@ -119,7 +119,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         model=model, config_path=config_path, preset=ds_preset, ds_sets=tuple(ds_sets), attn=attn, act_ckpt=act_ckpt,
         config_flags=config_flags(config_options), pipeline_stages=pipeline_stages,
         pipeline_partition=pipeline_partition, sequence_parallel=sequence_parallel,
-        act_ckpt_offload=act_ckpt_offload, tiled_mlp=tiled_mlp, kernels=kernels, fp8=fp8)
+        act_ckpt_offload=act_ckpt_offload, tiled_mlp=tiled_mlp, kernels=kernels, fp8=fp8, loss=loss,
+        loss_tile_tokens=loss_tile_tokens)
     try:
         config, source, warnings = resolve_config(request, gpus)
         if source == "flags":  # sized to the model as dsx run writes them
@@ -135,7 +136,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                             config.get("gradient_accumulation_steps"))
         from dsx.run.loss import resolve_loss
 
-        loss_tile = resolve_loss(loss, loss_tile_tokens, resolved, pipeline, batch.train_micro_batch_size_per_gpu, [])
+        loss_tile = resolve_loss(request.loss, request.loss_tile_tokens, resolved, pipeline,
+                                 batch.train_micro_batch_size_per_gpu, [])
         from dsx.run.memory_savers import check_memory_savers
 
         check_memory_savers(request, resolved, pipeline, [])
@@ -143,8 +145,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         from dsx.run.kernels import kernel_plan, liger_chunk_tokens
 
         kernel_notes: list[str] = []
-        plan = kernel_plan(request, resolved, "cuda", zero_stage(config), pipeline, sequence, bool(loss_tile),
-                           kernel_notes, check_installed=False)
+        plan = kernel_plan(request, resolved, "cuda", zero_stage(config), pipeline, sequence, kernel_notes,
+                           check_installed=False)
         if plan is not None and plan.fused_loss:  # its logits exist a chunk at a time, as --loss tiled's
             loss_tile = liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size,
                                            batch.train_micro_batch_size_per_gpu * resolved.seq_len)

@@ -75,8 +75,8 @@ def _check_fused_loss(request, device: str, zero: int, sequence: int | None, che
         raise RunRefused("--loss fused needs liger-kernel: pip install 'dsx[kernels]'")
 
 
-def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: int | None, loss_tiled: bool,
-                notes: list[str], check_installed: bool = True) -> KernelPlan | None:
+def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: int | None, notes: list[str],
+                check_installed: bool = True) -> KernelPlan | None:
     """The KernelPlan of --kernels / --fp8 / --loss fused (None when none is asked for); RunRefused where one cannot
     apply (check_installed=False: dsx estimate, which plans for a GPU kind and runs nothing)."""
     kernels, fp8 = request.kernels or "none", request.fp8 or "none"
@@ -84,7 +84,7 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
         raise RunRefused(f"unknown --kernels '{kernels}' (known: none, liger)")
     if fp8 not in ("none", *FP8_RECIPES):
         raise RunRefused(f"unknown --fp8 '{fp8}' (known: none, {', '.join(FP8_RECIPES)})")
-    loss_fused = getattr(request, "loss", "plain") == "fused"
+    loss_fused, loss_tiled = request.loss == "fused", request.loss == "tiled"
     if kernels == "none" and fp8 == "none" and not loss_fused:
         return None
     if loss_fused:

@@ -341,7 +341,7 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.config_facts import zero_stage
     from dsx.run.kernels import kernel_plan
 
-    kernels = kernel_plan(request, resolved, device, zero_stage(config), pipeline, sequence, bool(loss_tile), notes)
+    kernels = kernel_plan(request, resolved, device, zero_stage(config), pipeline, sequence, notes)
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide
@@ -368,6 +368,7 @@ def resolve_trial(request: RunRequest) -> Trial:
                                toggles={"tf32": request.tf32, "compile": request.compile, "attn": request.attn,
                                         "act_ckpt": request.act_ckpt,
                                         **({"loss": "tiled", "loss_tile_tokens": loss_tile} if loss_tile else {}),
+                                        **({"loss": "fused"} if request.loss == "fused" else {}),
                                         **({"act_ckpt_offload": True} if request.act_ckpt_offload else {}),
                                         **({"tiled_mlp": True} if request.tiled_mlp else {}),
                                         **({"kernels": "liger"} if kernels and kernels.liger else {}),
