@@ -129,7 +129,8 @@ def command(dry_run, **options):
     click.echo(summary(row, results))
     if row.status != "ok":
         click.echo(f"dsx run: {row.status}: {row.error}", err=True)
-        for note in row.notes:
-            if note.startswith("out of memory with"):  # dsx.run.gather.fragmentation_note
-                click.echo(f"dsx run: {note}", err=True)
+        from dsx.run.gather import fragmentation_note
+
+        if row.status == "oom" and (note := fragmentation_note(row.error)):
+            click.echo(f"dsx run: {note}", err=True)
         sys.exit(1)
