@@ -105,6 +105,15 @@
 #                             (rows of its own): for GPU ranks neither dsx nor DeepSpeed's launcher shares the cores
 #                             out, so the 4 ranks' CPU Adam (OpenMP) each start one thread per core; run it if
 #                             largest4 misses 100 TFLOP/s per GPU and its log shows a slow optimizer step
+#   long4       ~9.5 min      Ulysses sequence parallelism over the 4 GPUs (issue 32's 4-GPU target, llama-8b >= 512k):
+#                             llama-8b at 524,288 tokens, ZeRO-3, --sequence-parallel 4 (131,072 tokens a rank), the
+#                             tiled loss, checkpointing with the layers' inputs in pinned host memory and DeepSpeed's
+#                             TiledMLP, expandable segments, --no-comm-log; ONE step and no warm-up (dsx estimate: 233 s
+#                             a step, 56.9 of 79.2 GiB per GPU, 36 GiB of host memory per rank; two steps and the
+#                             start do not fit one 10-minute command), then sp4-1b if time is left
+#   sp4-1b      ~3 min        tokens/s at a fixed length, 4 GPUs against 1: llama-1b at 65,536 tokens (ZeRO-2, tiled
+#                             loss, checkpointing, 3 timed steps after 1) with --sequence-parallel 4 on 4 GPUs (the
+#                             comms logger on: the all-to-alls' bytes beside dsx's prediction), then on 1 GPU
 #   PIPE = gpt2-xl (vocab 50304, seq 1024), ZeRO-1, bf16, micro-batch 4, torch's fused AdamW, 5 timed steps after 2,
 #   one `dsx sweep --no-prune` over m, the micro-batches per optimizer step (--grad-accum; PIPE_M=4,16 sets them for
 #   every pipe* part: e.g. `PIPE_M=4,16 bash bench/multigpu/run.sh $OUT pipe2 pipe2-dp`, both in one command on one
@@ -113,7 +122,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-default pipe2 pipe2-dp
-  onebit2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp)"
+  onebit2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b)"
 out=${1:?$usage}
 shift
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
@@ -137,6 +146,11 @@ tuned_z3=(--model gpt2-xl "${lean[@]}" --micro-batch 8 --grad-accum 2 --zero 3 -
 default=(--model gpt2-xl --micro-batch 8 --steps 10 --warmup 3)
 llama=(--model llama-3b --zero 3 --act-ckpt --micro-batch 4 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1
        --no-comm-log)
+long1b=(--model llama-1b --zero 2 --precision bf16 --micro-batch 1 --act-ckpt --loss tiled "${adam[@]}"
+        --seq-len 65536 --set max_position_embeddings=65536 --steps 3 --warmup 1)
+long8b=(--model llama-8b --zero 3 --precision bf16 --micro-batch 1 --act-ckpt --loss tiled --act-ckpt-offload
+        --tiled-mlp "${adam[@]}" --seq-len 524288 --set max_position_embeddings=524288 --gpus 4 --sequence-parallel 4
+        --steps 1 --warmup 0 --no-comm-log)
 pipe=(--model gpt2-xl --vocab-pad 64 --seq-len 1024 --zero 1 --precision bf16 --micro-batch 4 "${adam[@]}"
       --steps 5 --warmup 2 --trial-timeout 200 --no-prune)
 gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 8 --gpus 2 --steps 20 --warmup 5)
@@ -275,6 +289,15 @@ for p in "$@"; do
       dsx_run 200 "${llama[@]}" --gpus 4
       dsx_run 200 "${llama[@]}" --gpus 2
       dsx_run 200 "${llama[@]}" --gpus 1
+      finish
+      ;;
+    long4|sp4-1b)
+      begin "$p"
+      if [ "$p" = long4 ]; then
+        PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True dsx_run 570 "${long8b[@]}"
+      fi
+      dsx_run 150 "${long1b[@]}" --gpus 4 --sequence-parallel 4
+      dsx_run 150 "${long1b[@]}" --gpus 1
       finish
       ;;
     pipe2)
