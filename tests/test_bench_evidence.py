@@ -126,6 +126,19 @@ def test_issue30_a_4_gpu_row_trains_30b_parameters_at_100_model_tflops_per_gpu()
     assert "issue 30's target (>= 30B at >= 100 model TFLOP/s per GPU): met" in printed
 
 
+def test_issue32_llama_8b_trains_512k_tokens_a_sequence_on_4_gpus_with_ulysses():
+    rows = [r for r in _ok_gpu_rows("bench/multigpu/rows/long4.jsonl") if r["world_size"] == 4
+            and r["model"]["params"] >= 8e9 and r["model"]["seq_len"] >= 512 * 1024
+            and r["ds_config"].get("sequence_parallel_size") == 4]
+    assert len(rows) == 1
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    printed = subprocess.run([sys.executable, "bench/multigpu/summary.py", "bench/multigpu/rows/long4.jsonl"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    assert ("| llama-8b | 4 x NVIDIA H100 80GB HBM3 | 4 | 524,288 | 131,072 | 1 (0) | 269.90 | 1,943 | 422 | 42.7% "
+            "| 37.6 / 68.4 | 35.0, 32.0 | - |") in printed
+    assert "| 2.48x of 14,429 (62% per GPU) |" in printed
+
+
 def test_issue33_liger_on_llama_1b_beats_the_best_committed_row_by_a_quarter():
     best_before = max(r["figures"]["tokens_per_s"] for r in _ok_gpu_rows("bench/estimator/h100/llama1b.jsonl")
                       if r["model"]["seq_len"] == 2048)

@@ -181,6 +181,17 @@ def test_the_llama_rows_no_calibration_used_are_predicted_within_10_percent():
     assert len(errors) == 11 and max(map(abs, errors)) < 0.10, errors
 
 
+def test_a_ulysses_row_is_judged_with_its_group_size():
+    """llama-1b at 65,536 tokens with --sequence-parallel 4 on 4 H100s: judged as 16,384 tokens a rank, its peak
+    is predicted within 10% (judged as if each rank held the whole sequence, the prediction was 60% high)."""
+    [row] = [r for r in read_rows(ROOT / "bench/multigpu/rows/long4.jsonl") if r["model"]["preset"] == "llama-1b"
+             and r["world_size"] == 4]
+    setup = setup_of_row(row)
+    assert setup.sequence_parallel == 4
+    measured = row["memory"]["max"]["peak_allocated"]
+    assert abs(estimate(setup, search_max=False).peak_allocated / measured - 1) < 0.10
+
+
 def test_zero3_hooks_cost_per_parameter_tensor_not_per_parameter():
     """Same tensor count, 4x the parameters per tensor: the same ZeRO-3 time (the compute term aside)."""
     def zero3_seconds(hidden: int) -> float:

@@ -44,6 +44,20 @@ def test_a_ulysses_group_is_one_replica_of_the_batch():
     assert trial.key != _resolve(gpus=4, config_flags={"micro_batch": 2, "grad_accum": 3}).key
 
 
+def test_the_loss_tiles_and_memory_savers_are_told_per_rank_under_ulysses():
+    """Each rank computes the loss, offloads the checkpointed inputs and tiles the MLP of its own shard: 128 tokens
+    over 2 ranks are 64 a rank, one MLP slice of llama-tiny's 64-wide hidden states, one loss tile of 64."""
+    trial = _resolve(gpus=2, sequence_parallel=2, seq_len=128, overrides={"max_position_embeddings": 128},
+                     loss="tiled", loss_tile_tokens=64, act_ckpt=True, act_ckpt_offload=True, tiled_mlp=True)
+    notes = [n for n in trial.notes if n.startswith(("--loss tiled", "--act-ckpt-offload", "--tiled-mlp"))]
+    assert notes == [
+        "--loss tiled: the loss of each rank's shard (64 tokens) of a micro-batch in 1 tile(s) of up to 64 (250.0 KiB "
+        "of fp32 logits at a time, against 250.0 KiB whole)",
+        "--act-ckpt-offload: each checkpointed layer's input (64 x 64 values a sample) is kept in host memory and "
+        "copied back for the layer's recompute",
+        "--tiled-mlp: each MLP in 1 slice(s) of tokens (DeepSpeed's TiledMLP), recomputed in the backward pass"]
+
+
 def test_the_parity_reference_of_a_ulysses_run_is_plain_data_parallel_over_its_replicas(tmp_path):
     from dsx.parity import plan_check
 

@@ -160,9 +160,11 @@ def scaling(rows: list[dict]) -> list[str]:
 
 
 def pipe_key(r: dict) -> tuple:
+    """What a pipeline row and its data-parallel reference share: the model, precision, micro-batch and ZeRO stage
+    (a ZeRO-1 pipeline measured against ZeRO-2 data parallel would charge the pipeline with ZeRO-2's traffic)."""
     m = r["model"]
     return (r.get("gpu_name"), m["preset"], json.dumps(m.get("overrides"), sort_keys=True), m["seq_len"],
-            m.get("vocab_pad"), r.get("precision"), r["micro_batch"])
+            m.get("vocab_pad"), r.get("precision"), r["micro_batch"], zero_of(r).get("stage", 0))
 
 
 def pipeline(rows: list[dict]) -> list[str]:
@@ -268,6 +270,12 @@ def nodes(rows: list[dict]) -> list[str]:
     return out or ["(no rows over several nodes)"]
 
 
+def sweep_label(r: dict) -> str:
+    """The trial's sweep label with its grad-accum (the label names it only when grad-accum was an axis)."""
+    label = r["sweep"]["label"]
+    return label if f" ga{r['grad_accum']}" in f" {label}" else f"{label} ga{r['grad_accum']}"
+
+
 def sweeps(rows: list[dict]) -> list[str]:
     by_sweep: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -277,12 +285,12 @@ def sweeps(rows: list[dict]) -> list[str]:
     for sid, rs in by_sweep.items():
         best: dict[str, dict] = {}
         for r in rs:
-            label = r["sweep"]["label"] + f" ga{r['grad_accum']}"
+            label = sweep_label(r)
             if r["status"] == "ok" and (label not in best or tps(r) > tps(best[label])):
                 best[label] = r
         tried = defaultdict(list)
         for r in rs:
-            tried[r["sweep"]["label"] + f" ga{r['grad_accum']}"].append(f"mb{r['micro_batch']} {r['status']}")
+            tried[sweep_label(r)].append(f"mb{r['micro_batch']} {r['status']}")
         if len(tried) < 2:
             continue
         winner = max(best.values(), key=tps) if best else None
@@ -293,9 +301,41 @@ def sweeps(rows: list[dict]) -> list[str]:
                        + (f"; best mb {b['micro_batch']}: {tps(b):,.0f} tokens/s, "
                           f"{fmt(b['figures'].get('model_tflops_per_s'), '.0f')} TFLOP/s per GPU" if b else ""))
         if winner:
-            out.append(f"  picked: {winner['sweep']['label']} ga{winner['grad_accum']} mb {winner['micro_batch']}, "
+            out.append(f"  picked: {sweep_label(winner)} mb {winner['micro_batch']}, "
                        f"{tps(winner):,.0f} tokens/s")
     return out or ["(no sweep with several configurations)"]
+
+
+def sequence_parallel_of(r: dict) -> int:
+    size = r["ds_config"].get("sequence_parallel_size")
+    return size if isinstance(size, int) and size > 1 else 1
+
+
+def sequence_parallel(rows: list[dict]) -> list[str]:
+    """Ulysses rows (issue 32): the length, each rank's share, speed and memory, and tokens/s against the same model
+    at the same length on one GPU (the nearest such row in time), where there is one."""
+    ok = [r for r in rows if r["status"] == "ok" and r["figures"].get("tokens_per_s")]
+    ulysses = [r for r in ok if sequence_parallel_of(r) > 1]
+    if not ulysses:
+        return ["(no --sequence-parallel rows)"]
+    out = ["| model | GPUs | Ulysses group | tokens per sequence | per rank | steps (warm-up) | step s | tokens/s "
+           "| TFLOP/s per GPU | MFU | peak allocated / reserved GiB | host RSS, pinned GiB | against 1 GPU |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(ulysses, key=lambda r: (r["model"]["params"], r["model"]["seq_len"])):
+        n, seq, f, mem = sequence_parallel_of(r), r["model"]["seq_len"], r["figures"], r["memory"]["max"]
+        ones = [o for o in ok if o["world_size"] == 1 and o["model"]["preset"] == r["model"]["preset"]
+                and o["model"]["seq_len"] == seq and o.get("gpu_name") == r.get("gpu_name")]
+        against = "-"
+        if ones:
+            one = min(ones, key=lambda o: abs(minutes(o) - minutes(r)))
+            speedup = tps(r) / tps(one)
+            against = f"{speedup:.2f}x of {tps(one):,.0f} ({speedup / r['world_size']:.0%} per GPU)"
+        out.append(f"| {r['model']['preset']} | {r['world_size']} x {r.get('gpu_name')} | {n} | {seq:,} | {seq // n:,} "
+                   f"| {r['steps']} ({r['warmup']}) | {f['step_time_s']['median']:.2f} | {tps(r):,.0f} "
+                   f"| {fmt(f.get('model_tflops_per_s'), '.0f')} | {fmt(f.get('mfu'), '.1%')} "
+                   f"| {mem['peak_allocated'] / GiB:.1f} / {mem['peak_reserved'] / GiB:.1f} "
+                   f"| {mem['host_rss_peak'] / GiB:.1f}, {(mem.get('pinned_host') or 0) / GiB:.1f} | {against} |")
+    return out
 
 
 def largest(rows: list[dict]) -> list[str]:
@@ -339,7 +379,8 @@ def main(paths: list[str]) -> None:
     print(f"{len(rows)} row(s) from {len({r['_file'] for r in rows})} file(s); GPUs: {', '.join(gpus)}")
     for title, lines in (("Data-parallel scaling", scaling(rows)), ("Pipeline stages", pipeline(rows)),
                          ("Communication: 1-bit optimizers, ZeRO++ and their plain rows", communication(rows)),
-                         ("Several nodes (a hostfile)", nodes(rows)), ("Sweeps", sweeps(rows)),
+                         ("Several nodes (a hostfile)", nodes(rows)),
+                         ("Sequence parallel (Ulysses)", sequence_parallel(rows)), ("Sweeps", sweeps(rows)),
                          ("The largest model", largest(rows)), ("Rows that did not finish", failures(rows))):
         print(f"\n## {title}\n")
         print("\n".join(lines))

@@ -36,7 +36,15 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  pipeline_partition=pipeline.get("partition") or "parameters", compile=bool(toggles.get("compile")),
                  loss_tile_tokens=_loss_tile(row, resolved),
                  act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")),
-                 liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"))
+                 liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
+                 sequence_parallel=_sequence_parallel(row["ds_config"]))
+
+
+def _sequence_parallel(ds_config: dict) -> int | None:
+    """The Ulysses group size a row ran with (its config's sequence_parallel_size), None without one: a rank then
+    holds 1/N of the sequence, which the estimate must know to judge the row."""
+    size = ds_config.get("sequence_parallel_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 1 else None
 
 
 def _loss_tile(row: dict, resolved) -> int | None:

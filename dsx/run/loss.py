@@ -11,8 +11,9 @@ LOSSES = ("plain", "tiled", "fused")
 
 
 def resolve_loss(loss: str, tile_tokens: int | None, resolved, pipeline, micro_batch: int,
-                 notes: list[str]) -> int | None:
-    """Tokens per tile of --loss tiled (None: the plain or the fused loss); RunRefused where the loss cannot apply."""
+                 notes: list[str], sequence: int | None = None) -> int | None:
+    """Tokens per tile of --loss tiled (None: the plain or the fused loss); RunRefused where the loss cannot apply.
+    `sequence`: the Ulysses group size, whose ranks each compute the loss of their shard of the sequence."""
     if loss not in LOSSES:
         raise RunRefused(f"unknown --loss '{loss}' (known: {', '.join(LOSSES)})")
     if loss != "tiled" and tile_tokens is not None:
@@ -29,9 +30,11 @@ def resolve_loss(loss: str, tile_tokens: int | None, resolved, pipeline, micro_b
     if tile_tokens is not None and tile_tokens < 1:
         raise RunRefused(f"--loss-tile-tokens must be at least 1, got {tile_tokens}")
     tile = tile_tokens or default_tile_tokens(resolved.vocab_size)
-    tokens = micro_batch * resolved.seq_len
+    tokens = micro_batch * resolved.seq_len // (sequence or 1)
     count = -(-tokens // tile)
-    notes.append(f"--loss tiled: the loss of each micro-batch's {tokens:,} tokens in {count} tile(s) of up to "
+    whose = f"each rank's shard ({tokens:,} tokens) of a micro-batch" if sequence else \
+        f"each micro-batch's {tokens:,} tokens"
+    notes.append(f"--loss tiled: the loss of {whose} in {count} tile(s) of up to "
                  f"{tile:,} ({format_bytes(min(tile, tokens) * resolved.vocab_size * 4)} of fp32 logits at a time, "
                  f"against {format_bytes(tokens * resolved.vocab_size * 4)} whole)")
     return tile

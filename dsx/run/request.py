@@ -334,10 +334,10 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.run.loss import resolve_loss
 
     loss_tile = resolve_loss(request.loss, request.loss_tile_tokens, resolved, pipeline,
-                             batch.train_micro_batch_size_per_gpu, notes)
+                             batch.train_micro_batch_size_per_gpu, notes, sequence)
     from dsx.run.memory_savers import check_memory_savers
 
-    check_memory_savers(request, resolved, pipeline, notes)
+    check_memory_savers(request, resolved, pipeline, notes, sequence)
     from dsx.config_facts import zero_stage
     from dsx.run.kernels import kernel_plan
 
