@@ -192,6 +192,18 @@ def test_a_ulysses_row_is_judged_with_its_group_size():
     assert abs(estimate(setup, search_max=False).peak_allocated / measured - 1) < 0.10
 
 
+def test_the_host_memory_of_a_checkpoint_offload_row_is_judged_beside_its_prediction():
+    """--act-ckpt-offload keeps the layers' inputs in host memory (32 GiB a rank for llama-8b at 524,288 tokens
+    over 4): the host columns show it though no optimizer state is offloaded."""
+    from dsx.report import vs_estimate_table
+
+    rows = [r for r in read_rows(ROOT / "bench/multigpu/rows/long4.jsonl") if r["model"]["preset"] == "llama-8b"]
+    table = vs_estimate_table(rows)
+    [cells] = table.rows
+    host = dict(zip(table.columns, cells))
+    assert (host["host GiB"], host["predicted host"]) == ("35.0", "36.3")
+
+
 def test_zero3_hooks_cost_per_parameter_tensor_not_per_parameter():
     """Same tensor count, 4x the parameters per tensor: the same ZeRO-3 time (the compute term aside)."""
     def zero3_seconds(hidden: int) -> float:

@@ -34,12 +34,12 @@ def vs_estimate_table(rows: list[dict]) -> Table:
             error = "+" + error
         right = (e.fits and ok) or (not e.fits and r["status"] == "oom")
         host = r["memory"]["max"].get("host_rss_peak")
+        on_host = e.offload != "none" or (r.get("toggles") or {}).get("act_ckpt_offload")  # what the host holds
         sent, predicted_sent = _bytes_per_step(r)
         table.rows.append([
             label(r), model_text(r), str(r["micro_batch"]), r["status"], fmt_gib(measured) if ok else "-",
             fmt_gib(e.peak_allocated), error, ("fits" if e.fits else "OOM") + (" ✓" if right else " ✗"),
-            fmt_gib(host) if ok and e.offload != "none" else "-",
-            fmt_gib(e.host_per_rank) if e.offload != "none" else "-",
+            fmt_gib(host) if ok and on_host else "-", fmt_gib(e.host_per_rank) if on_host else "-",
             fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0),
             _mib(sent) if ok else "-", predicted_sent,
             fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), calibration_role(r)])
