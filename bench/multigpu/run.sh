@@ -110,7 +110,8 @@
 #                             tiled loss, checkpointing with the layers' inputs in pinned host memory and DeepSpeed's
 #                             TiledMLP, expandable segments, --no-comm-log; ONE step and no warm-up (dsx estimate: 233 s
 #                             a step, 56.9 of 79.2 GiB per GPU, 36 GiB of host memory per rank; two steps and the
-#                             start do not fit one 10-minute command), then sp4-1b if time is left
+#                             start do not fit one 10-minute command), then sp4-1b if time is left (measured
+#                             2026-11-28 on 4 x H100: a 270 s step, the whole command with sp4-1b 531 s)
 #   sp4-1b      ~3 min        tokens/s at a fixed length, 4 GPUs against 1: llama-1b at 65,536 tokens (ZeRO-2, tiled
 #                             loss, checkpointing, 3 timed steps after 1) with --sequence-parallel 4 on 4 GPUs (the
 #                             comms logger on: the all-to-alls' bytes beside dsx's prediction), then on 1 GPU
