@@ -49,7 +49,8 @@ def vs_estimate_table(rows: list[dict]) -> Table:
         "agrees); DeepSpeed estimator: its model-states-only formula (no activations) for the row's stage and "
         "offload; role: calibration rows set dsx.estimate's constants, fit calibration rows set the allocator "
         "headroom (their memory is judged), judged rows set nothing. MiB sent/step: what DeepSpeed's comms logger "
-        "counted per optimizer step and rank on a multi-GPU row, beside dsx.comm's prediction (the row's own)."]
+        "counted per optimizer step and rank on a multi-GPU row, beside dsx.comm's prediction (the row's own). host GiB: "
+        "the peak RSS per rank, on rows that keep optimizer state or checkpointed inputs in host memory."]
     return table
 
 
