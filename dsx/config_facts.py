@@ -30,6 +30,13 @@ def precision_of(config: dict) -> str:
     return "fp32"
 
 
+def ulysses_group(config: dict) -> int:
+    """The Ulysses sequence-parallel group size a config runs with (sequence_parallel_size; 1 without): each rank of
+    a group holds 1/N of the sequence."""
+    size = config.get("sequence_parallel_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 1 else 1
+
+
 def zero_stage(config: dict) -> int:
     return int((config.get("zero_optimization") or {}).get("stage", 0) or 0)
 

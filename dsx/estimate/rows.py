@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dsx.calibration import GPUS, GpuKind
+from dsx.config_facts import ulysses_group
 from dsx.estimate.states import EstimateError, Setup
 
 
@@ -29,6 +30,7 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
         raise EstimateError(str(exc)) from None
     toggles = row.get("toggles") or {}
     pipeline = row.get("pipeline") or {}
+    group = ulysses_group(row["ds_config"])  # a Ulysses rank holds 1/group of the sequence
     return Setup(resolved=resolved, ds_config=row["ds_config"], world_size=row["world_size"],
                  micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
@@ -37,14 +39,7 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  loss_tile_tokens=_loss_tile(row, resolved),
                  act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")),
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
-                 sequence_parallel=_sequence_parallel(row["ds_config"]))
-
-
-def _sequence_parallel(ds_config: dict) -> int | None:
-    """The Ulysses group size a row ran with (its config's sequence_parallel_size), None without one: a rank then
-    holds 1/N of the sequence, which the estimate must know to judge the row."""
-    size = ds_config.get("sequence_parallel_size")
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 1 else None
+                 sequence_parallel=group if group > 1 else None)
 
 
 def _loss_tile(row: dict, resolved) -> int | None:

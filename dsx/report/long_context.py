@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from dsx.config_facts import ulysses_group
 from dsx.report.facts import gpu_label, memory, model_text, offload_text, tokens_per_s, zero_stage
 from dsx.report.tables import Table, _ratio, memory_legend
 from dsx.units import fmt_gib, fmt_num, fmt_pct, fmt_ratio
@@ -22,8 +23,7 @@ def attention_text(row: dict) -> str:
 
 def sequence_parallel_of(row: dict) -> int:
     """The Ulysses group size the row ran with (its config's sequence_parallel_size; 1 without)."""
-    size = (row.get("ds_config") or {}).get("sequence_parallel_size")
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 1 else 1
+    return ulysses_group(row.get("ds_config") or {})
 
 
 def loss_text(row: dict) -> str:
