@@ -41,7 +41,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 GiB = 2**30
 ONEBIT = {"OneBitAdam", "ZeroOneAdam", "OneBitLamb"}
-ZEROPP = ("zero_quantized_weights", "zero_quantized_gradients", "zero_hpz_partition_size")
+ZEROPP = {"zero_quantized_weights": "qwZ", "zero_quantized_gradients": "qgZ", "zero_hpz_partition_size": "hpZ"}
+
+
+def zeropp_words(zero: dict) -> list[str]:
+    """The ZeRO++ options a ZeRO block turns on, by their paper names (qwZ, qgZ, hpZ=N). A flag is on when it is
+    True (not merely equal to 1: True == 1 in Python), a partition size when it is above 1."""
+    words = []
+    for key, name in ZEROPP.items():
+        value = zero.get(key)
+        if value is True:
+            words.append(name)
+        elif isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            words.append(f"{name}={value}")
+    return words
 
 
 def load(paths: list[str]) -> list[dict]:
@@ -89,7 +102,7 @@ def describe(r: dict) -> str:
     if off and off != "none":
         ratio = (z.get("offload_optimizer") or {}).get("ratio")
         words.append(f"offload {off}" + (f":{ratio}" if ratio not in (None, 1, 1.0) else ""))
-    words += [k for k in ZEROPP if z.get(k) not in (None, False, 0, 1)]
+    words += zeropp_words(z)
     words.append(f"mb {r['micro_batch']} x ga {r['grad_accum']}")
     words += [k for k in ("compile", "act_ckpt", "tf32") if t.get(k)]
     if m.get("vocab_pad"):
@@ -241,8 +254,7 @@ def communication(rows: list[dict]) -> list[str]:
         phases = "; ".join(f"{name} {fmt(v.get('bytes_per_step') and v['bytes_per_step'] / 2**20, ',.1f')}, "
                            f"{fmt(v.get('step_time_s_median') and v['step_time_s_median'] * 1e3, '.1f')}"
                            for name, v in (c.get("phases") or {}).items())
-        zero = f"{zero_of(r).get('stage', 0)}" + "".join(
-            f" +{k.split('_', 1)[1]}" for k in ZEROPP if zero_of(r).get(k) not in (None, False, 0, 1))
+        zero = " + ".join([f"{zero_of(r).get('stage', 0)}", *zeropp_words(zero_of(r))])
         optimizer = (r["ds_config"].get("optimizer") or {}).get("type")
         out.append(f"| {r['model']['preset']} | {r['world_size']} | {optimizer} "
                    f"| {zero} | {r.get('precision')} | {(r.get('versions') or {}).get('deepspeed')} "
