@@ -137,11 +137,14 @@ def calibration_role(row: dict) -> str:
     """What a result row is to the H100 calibration: 'calibration' (a CALIBRATION_ROWS configuration: it set the
     constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
     judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors), 'width
-    calibration' (a WIDTH_RUN_IDS row: it set the width curve) or 'judged'."""
+    calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_RUN_IDS row:
+    it set ZERO3_FETCH_S) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
         return "width calibration"
+    if row.get("run_id") in ZERO3_FETCH_RUN_IDS.values():
+        return "zero3 fetch calibration"
     if row.get("gpu_name") == H100.name:
         if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
                 ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
@@ -149,6 +152,27 @@ def calibration_role(row: dict) -> str:
         if row.get("run_id") in HEADROOM_RUN_IDS:
             return "fit calibration"
     return "judged"
+
+
+# --- ZeRO-3 across GPUs -------------------------------------------------------------------------------------------
+# On one rank DeepSpeed skips ZeRO-3's parameter all-gathers; on several, each partitioned parameter is fetched (an
+# all-gather launched and waited for by the module hooks) at each use in the forward pass, again in the backward for
+# what the reuse distance released, and in the recomputed forward under checkpointing
+# (dsx.comm.predict.zero3_fetches_per_micro_batch). The time is priced per fetch, not per byte: over NVLink the
+# bytes move in a fraction of what the pair below measured (16 GiB a step at hundreds of GB/s), the waits do not.
+
+ZERO3_FETCH_FILE = "bench/multigpu/rows/dp2-z3.jsonl"
+"""issue 30's pair: gpt2-xl ZeRO-3, micro-batch 8 x grad-accum 2, eager, no comms logger, on 2 GPUs and then 1
+(2 x H200 over NVLink, 2026-11-28: the H100 SXM's chip and link; dsx.calibration.H200)."""
+
+ZERO3_FETCH_RUN_IDS = {"two ranks": "e8d70cb45b1d4440ab9d49a3e7d48645", "one rank": "e8fbe0042bcd4cb38d8ab5f978953575"}
+"""The pair ZERO3_FETCH_S comes from (1,494 and 1,020 ms a step). Every other multi-GPU ZeRO-3 row is judged
+(bench/multigpu/README.md)."""
+
+ZERO3_FETCH_S = 8.23e-04
+"""Seconds a ZeRO-3 rank loses per parameter fetch on several ranks: the 2-rank step less the 1-rank step, less what
+the estimate's other terms change between them, over the 2-rank step's fetches (bench/estimator/calibrate.py:
+calibrate_zero3_fetch)."""
 
 
 # --- torch.compile (DeepSpeed's engine.compile(), `dsx run --compile`) ------------------------------------------

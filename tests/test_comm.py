@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsx.comm import LOGGER_BLOCK, ParamFacts, comm_of, param_facts, predict, rank_config, volume_bytes
+from dsx.comm.predict import zero3_fetches_per_micro_batch
 from dsx.models import resolve_model
 from dsx.rank.protocol import CollectiveCount, CommLog, RankReport
 from dsx.results import CommPredicted
@@ -335,3 +336,28 @@ def test_dsx_runs_comm_line_judges_a_1_bit_run_by_its_warm_up_steps_and_shows_ea
         "  comm        207.7 MiB/step (1.75 bytes/param), predicted 474.8 MiB (x1.00 over the warm-up steps), ZeRO "
         "paper 474.8 MiB; warmup steps 474.8 MiB/step, 53.4 ms/step; compressed steps 2 B/step, 55.5 ms/step "
         "(predicted 29.7 MiB)")
+
+
+# ------------------------------------------------------------------------------ ZeRO-3's fetches (their count)
+
+FETCH_FACTS = ParamFacts(numels=(200_000, 300_000, 50), uses=(2, 1, 1), ndims=(2, 2, 1))
+"""A tied 200k-element embedding, one 300k-element matrix, a 50-element bias (persistent under the 1e5 default)."""
+
+
+def test_zero3_fetches_each_use_of_a_partitioned_parameter_once_when_the_reuse_distance_keeps_it():
+    assert zero3_fetches_per_micro_batch(zero(3), FETCH_FACTS, act_ckpt=False) == 3.0
+
+
+def test_zero3_fetches_again_in_the_backward_what_the_reuse_distance_released():
+    # 700k partitioned uses a pass; a reuse distance of 700k releases half of the 1.4M-element trace
+    config = zero(3, stage3_max_reuse_distance=700_000)
+    assert zero3_fetches_per_micro_batch(config, FETCH_FACTS, act_ckpt=False) == 4.5
+
+
+def test_zero3_under_checkpointing_fetches_every_use_again_in_the_recomputed_forward():
+    assert zero3_fetches_per_micro_batch(zero(3), FETCH_FACTS, act_ckpt=True) == 6.0
+
+
+def test_zero3_does_not_fetch_what_the_persistence_threshold_keeps_whole():
+    config = zero(3, stage3_param_persistence_threshold=250_000)
+    assert zero3_fetches_per_micro_batch(config, FETCH_FACTS, act_ckpt=False) == 1.0

@@ -21,8 +21,9 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
-                             GpuKind)
+                             ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
+from dsx.estimate.predict import zero3_fetch_seconds, zero3_fetches_per_step
 from dsx.estimate.states import compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_param_tensors, count_params
@@ -202,6 +203,22 @@ def calibrate_kernels(rows: list[dict]) -> tuple[float, dict[str, float]]:
     return factors["liger"], {"eager": factors["fp8 eager"], "compiled": factors["fp8 compiled"]}
 
 
+def calibrate_zero3_fetch(rows: list[dict]) -> float:
+    """ZERO3_FETCH_S from the ZERO3_FETCH_RUN_IDS pair of `rows` (one configuration on 2 ranks and on 1): the
+    2-rank step less the 1-rank step, less the change the estimate's other terms predict between them (the
+    per-parameter work halves on 2 ranks), over the 2-rank step's fetches."""
+    by_id = {row["run_id"]: row for row in rows}
+    missing = [role for role, run_id in ZERO3_FETCH_RUN_IDS.items() if run_id not in by_id]
+    if missing:
+        raise EstimateError(f"ZeRO-3 fetch calibration rows missing: {', '.join(missing)}")
+    two, one = (by_id[ZERO3_FETCH_RUN_IDS[role]] for role in ("two ranks", "one rank"))
+    setups = {role: setup_of_row(by_id[run_id]) for role, run_id in ZERO3_FETCH_RUN_IDS.items()}
+    others = {role: step_time(setup, setup.micro_batch) - zero3_fetch_seconds(setup) for role, setup in setups.items()}
+    measured = two["figures"]["step_time_s"]["median"] - one["figures"]["step_time_s"]["median"]
+    extra = measured - (others["two ranks"] - others["one rank"])
+    return float(f"{extra / zero3_fetches_per_step(setups['two ranks']):.3g}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
@@ -243,8 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     kernels = calibrate_kernels([row for path in KERNEL_FILES for row in read_rows(ROOT / path)])
     print(f"# kernels, from {', '.join(KERNEL_FILES)}: LIGER_SPEEDUP, FP8_SPEEDUP = {kernels!r}"
           + ("" if kernels == (LIGER_SPEEDUP, FP8_SPEEDUP) else f"  # dsx ships {(LIGER_SPEEDUP, FP8_SPEEDUP)!r}"))
+    fetch = calibrate_zero3_fetch(list(read_rows(ROOT / ZERO3_FETCH_FILE)))
+    print(f"# ZeRO-3 across GPUs, from {ZERO3_FETCH_FILE}: ZERO3_FETCH_S = {fetch!r}"
+          + ("" if fetch == ZERO3_FETCH_S else f"  # dsx ships {ZERO3_FETCH_S!r}"))
     return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
-        kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) else 0
+        kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S else 0
 
 
 if __name__ == "__main__":

@@ -132,6 +132,38 @@ def _dtype_bytes(config: dict) -> tuple[int, int]:
     return g, p
 
 
+def _zero3_partition(zero: dict, facts: ParamFacts) -> tuple[list[bool], int, float]:
+    """ZeRO-3's split of the parameters (stage3.py, partition_parameters.py): which stay whole on every rank
+    (persistent: numel <= stage3_param_persistence_threshold, while their sum stays under
+    stage3_model_persistence_threshold), their element count, and the share of the partitioned parameters' uses
+    that the reuse distance releases before the backward pass needs them again (the module docstring's model)."""
+    threshold = _zero_value(zero, "param_persistence_threshold", "stage3_param_persistence_threshold", 100_000)
+    model_cap = _zero_value(zero, "model_persistence_threshold", "stage3_model_persistence_threshold", sys.maxsize)
+    reuse = _zero_value(zero, "max_reuse_distance", "stage3_max_reuse_distance", 1_000_000_000)
+    persist = [False] * len(facts.numels)
+    persisted = 0
+    for i, numel in enumerate(facts.numels):
+        if numel + persisted > model_cap:
+            continue
+        if numel <= threshold:
+            persist[i] = True
+            persisted += numel
+    part_uses = sum(x * u for x, u, kept in zip(facts.numels, facts.uses, persist) if not kept)
+    released = max(0.0, 1.0 - reuse / (2.0 * part_uses)) if part_uses else 0.0
+    return persist, persisted, released
+
+
+def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts, act_ckpt: bool) -> float:
+    """How many parameter all-gathers ZeRO-3 waits for in one micro-batch on several ranks: each use of a
+    partitioned parameter in the forward pass, then in the backward pass the share the reuse distance released (as
+    `predict` counts their bytes) or, under activation checkpointing, every use again in the recomputed forward (the
+    backward then finds what the recomputation fetched)."""
+    zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
+    persist, _, released = _zero3_partition(zero, facts)
+    forward = sum(u for u, kept in zip(facts.uses, persist) if not kept)
+    return float(forward) * (2.0 if act_ckpt else 1.0 + released)
+
+
 def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 1,
             ranks_per_node: int | None = None) -> CommPrediction:
     """The volume one rank moves per optimizer step under `config` (see the module's docstring)."""
@@ -166,21 +198,10 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
                          "bytes a step on one H100, bench/onebit)")
     else:
         paper = 3.0 * n * g
-        threshold = _zero_value(zero, "param_persistence_threshold", "stage3_param_persistence_threshold", 100_000)
-        model_cap = _zero_value(zero, "model_persistence_threshold", "stage3_model_persistence_threshold",
-                                sys.maxsize)
-        reuse = _zero_value(zero, "max_reuse_distance", "stage3_max_reuse_distance", 1_000_000_000)
-        persist = [False] * len(facts.numels)
-        persisted = 0
-        for i, numel in enumerate(facts.numels):
-            if numel + persisted > model_cap:
-                continue
-            if numel <= threshold:
-                persist[i] = True
-                persisted += numel
+        persist, persisted, released = _zero3_partition(zero, facts)
         part_n = sum(x for x, kept in zip(facts.numels, persist) if not kept)
         part_uses = sum(x * u for x, u, kept in zip(facts.numels, facts.uses, persist) if not kept)
-        regather = (2 * part_uses - part_n) * max(0.0, 1.0 - reuse / (2.0 * part_uses)) if part_uses else 0.0
+        regather = (2 * part_uses - part_n) * released
         w = p
         if _truthy(zero.get("zero_quantized_weights")):
             w = 1

@@ -141,7 +141,25 @@ def step_time(setup: Setup, micro_batch: int) -> float:
 
         passes = (3 if setup.act_ckpt else 2) * setup.grad_accum
         seconds += gpu.zero3_s_per_tensor_pass * count_param_tensors(setup.resolved) * passes
-    return seconds
+    return seconds + zero3_fetch_seconds(setup)
+
+
+def zero3_fetches_per_step(setup: Setup) -> float:
+    """The parameter all-gathers a ZeRO-3 rank waits for per optimizer step (dsx.comm.predict's count); 0 on one
+    rank, where DeepSpeed skips them, and below ZeRO-3."""
+    if zero_layout(setup.ds_config)[0] != 3 or setup.world_size < 2:
+        return 0.0
+    from dsx.comm.predict import param_facts, zero3_fetches_per_micro_batch
+
+    return zero3_fetches_per_micro_batch(setup.ds_config, param_facts(setup.resolved),
+                                         setup.act_ckpt) * setup.grad_accum
+
+
+def zero3_fetch_seconds(setup: Setup) -> float:
+    """What ZeRO-3's fetches across GPUs add to a step: ZERO3_FETCH_S each (dsx.calibration)."""
+    from dsx.calibration import ZERO3_FETCH_S
+
+    return ZERO3_FETCH_S * zero3_fetches_per_step(setup)
 
 
 def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
@@ -162,7 +180,13 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     seconds = step_time(setup, setup.micro_batch)
     tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world // (setup.sequence_parallel or 1)
     notes = []
-    if setup.world_size > 1:
+    if setup.world_size > 1 and stage == 3:
+        from dsx.calibration import ZERO3_FETCH_S
+
+        notes.append(f"ZeRO-3 across GPUs: {zero3_fetches_per_step(setup):,.0f} parameter fetches a step at "
+                     f"{ZERO3_FETCH_S * 1e3:.3g} ms each ({zero3_fetch_seconds(setup):.2f} s, dsx.calibration."
+                     "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
+    elif setup.world_size > 1:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
     notes += host_notes(setup, fraction)
     if pipeline:
