@@ -17,11 +17,18 @@ DONE_STATUSES = ("ok", "oom", "error", "timeout")
 """Outcomes a re-run would most likely repeat: they count as done (errors and timeouts too, unless --retry-failed)."""
 
 
-def done_rows(results: Path, retry_failed: bool) -> dict[str, dict]:
-    """trial_key -> the latest row for it that counts as done."""
+def done_rows(results: Path, retry_failed: bool, gpu_name: str | None = None,
+              elsewhere: list[str] | None = None) -> dict[str, dict]:
+    """trial_key -> the latest row for it that counts as done. A row measured on another GPU than `gpu_name` (this
+    machine's first visible GPU, None without one) does not count: its speed and memory are that GPU's, and the
+    trial key does not name the GPU. Its GPU's name goes into `elsewhere`."""
     done: dict[str, dict] = {}
     for row in read_rows(results):
         key, status = row.get("trial_key"), row.get("status")
+        if row.get("gpu_name") and row["gpu_name"] != gpu_name:
+            if elsewhere is not None:
+                elsewhere.append(row["gpu_name"])
+            continue
         if key and status in DONE_STATUSES and not (retry_failed and status in ("error", "timeout")):
             done[key] = row
     return done
