@@ -180,14 +180,15 @@ def test_rows_that_count_as_done_are_ok_and_oom_and_also_failures_unless_retried
 
 def test_a_row_measured_on_another_gpu_does_not_stand_in_for_a_trial_here(tmp_path):
     """A results file carried from an H100 host to an H200 one (issue 30's pipe2, 2026-11-28): the same trial key,
-    another GPU's speed; only the rows of this machine's GPU, and rows without one (CPU), count as done."""
+    another GPU's speed; only the rows of this machine's GPU, and rows without one (CPU), count as done. A machine
+    without a GPU (a head node launching onto a hostfile's GPU nodes) goes by the key alone."""
     results = tmp_path / "r.jsonl"
     for key, gpu in [("a", "NVIDIA H100 80GB HBM3"), ("b", "NVIDIA H200"), ("c", None)]:
         append_row(results, {"trial_key": key, "status": "ok", "gpu_name": gpu})
     elsewhere: list[str] = []
     assert sorted(done_rows(results, retry_failed=False, gpu_name="NVIDIA H200", elsewhere=elsewhere)) == ["b", "c"]
     assert elsewhere == ["NVIDIA H100 80GB HBM3"]
-    assert sorted(done_rows(results, retry_failed=False, gpu_name=None)) == ["c"]
+    assert sorted(done_rows(results, retry_failed=False, gpu_name=None)) == ["a", "b", "c"]
 
 
 def test_a_second_sweep_on_the_same_results_file_is_refused_while_the_first_holds_it(tmp_path):

@@ -19,13 +19,14 @@ DONE_STATUSES = ("ok", "oom", "error", "timeout")
 
 def done_rows(results: Path, retry_failed: bool, gpu_name: str | None = None,
               elsewhere: list[str] | None = None) -> dict[str, dict]:
-    """trial_key -> the latest row for it that counts as done. A row measured on another GPU than `gpu_name` (this
-    machine's first visible GPU, None without one) does not count: its speed and memory are that GPU's, and the
-    trial key does not name the GPU. Its GPU's name goes into `elsewhere`."""
+    """trial_key -> the latest row for it that counts as done. When this machine has a GPU (`gpu_name`, its first
+    visible one), a row measured on another GPU does not count: its speed and memory are that GPU's, and the trial
+    key does not name the GPU. Its GPU's name goes into `elsewhere`. (Without a GPU here - a head node launching
+    onto a hostfile's nodes - the key decides, as before.)"""
     done: dict[str, dict] = {}
     for row in read_rows(results):
         key, status = row.get("trial_key"), row.get("status")
-        if row.get("gpu_name") and row["gpu_name"] != gpu_name:
+        if gpu_name and row.get("gpu_name") and row["gpu_name"] != gpu_name:
             if elsewhere is not None:
                 elsewhere.append(row["gpu_name"])
             continue
