@@ -91,7 +91,7 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
         done = done_rows(results_path, spec.retry_failed, here, elsewhere)
         if elsewhere:
             outcome.notes.append(f"{len(elsewhere)} row(s) of {results_path} were measured on "
-                                 f"{', '.join(sorted(set(elsewhere)))}, not on this machine's {here or 'CPU'}: "
+                                 f"{', '.join(sorted(set(elsewhere)))}, not on this machine's {here}: "
                                  "they do not stand in for trials here")
         counter = itertools.count(1)
 
