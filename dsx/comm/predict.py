@@ -132,11 +132,12 @@ def _dtype_bytes(config: dict) -> tuple[int, int]:
     return g, p
 
 
-def _zero3_partition(zero: dict, facts: ParamFacts) -> tuple[list[bool], int, float]:
+def _zero3_partition(zero: dict, facts: ParamFacts) -> tuple[list[bool], int, int, float]:
     """ZeRO-3's split of the parameters (stage3.py, partition_parameters.py): which stay whole on every rank
     (persistent: numel <= stage3_param_persistence_threshold, while their sum stays under
-    stage3_model_persistence_threshold), their element count, and the share of the partitioned parameters' uses
-    that the reuse distance releases before the backward pass needs them again (the module docstring's model)."""
+    stage3_model_persistence_threshold), their element count, the partitioned parameters' elements summed over
+    their uses, and the share of those uses that the reuse distance releases before the backward pass needs them
+    again (the module docstring's model)."""
     threshold = _zero_value(zero, "param_persistence_threshold", "stage3_param_persistence_threshold", 100_000)
     model_cap = _zero_value(zero, "model_persistence_threshold", "stage3_model_persistence_threshold", sys.maxsize)
     reuse = _zero_value(zero, "max_reuse_distance", "stage3_max_reuse_distance", 1_000_000_000)
@@ -150,7 +151,7 @@ def _zero3_partition(zero: dict, facts: ParamFacts) -> tuple[list[bool], int, fl
             persisted += numel
     part_uses = sum(x * u for x, u, kept in zip(facts.numels, facts.uses, persist) if not kept)
     released = max(0.0, 1.0 - reuse / (2.0 * part_uses)) if part_uses else 0.0
-    return persist, persisted, released
+    return persist, persisted, part_uses, released
 
 
 def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts, act_ckpt: bool) -> float:
@@ -159,7 +160,7 @@ def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts, act_ckpt: boo
     `predict` counts their bytes) or, under activation checkpointing, every use again in the recomputed forward (the
     backward then finds what the recomputation fetched)."""
     zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
-    persist, _, released = _zero3_partition(zero, facts)
+    persist, _, _, released = _zero3_partition(zero, facts)
     forward = sum(u for u, kept in zip(facts.uses, persist) if not kept)
     return float(forward) * (2.0 if act_ckpt else 1.0 + released)
 
@@ -198,9 +199,8 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
                          "bytes a step on one H100, bench/onebit)")
     else:
         paper = 3.0 * n * g
-        persist, persisted, released = _zero3_partition(zero, facts)
+        persist, persisted, part_uses, released = _zero3_partition(zero, facts)
         part_n = sum(x for x, kept in zip(facts.numels, persist) if not kept)
-        part_uses = sum(x * u for x, u, kept in zip(facts.numels, facts.uses, persist) if not kept)
         regather = (2 * part_uses - part_n) * released
         w = p
         if _truthy(zero.get("zero_quantized_weights")):

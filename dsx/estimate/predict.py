@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.calibration import GpuKind
+from dsx.calibration import ZERO3_FETCH_S, GpuKind
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
@@ -157,8 +157,6 @@ def zero3_fetches_per_step(setup: Setup) -> float:
 
 def zero3_fetch_seconds(setup: Setup) -> float:
     """What ZeRO-3's fetches across GPUs add to a step: ZERO3_FETCH_S each (dsx.calibration)."""
-    from dsx.calibration import ZERO3_FETCH_S
-
     return ZERO3_FETCH_S * zero3_fetches_per_step(setup)
 
 
@@ -181,8 +179,6 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world // (setup.sequence_parallel or 1)
     notes = []
     if setup.world_size > 1 and stage == 3:
-        from dsx.calibration import ZERO3_FETCH_S
-
         notes.append(f"ZeRO-3 across GPUs: {zero3_fetches_per_step(setup):,.0f} parameter fetches a step at "
                      f"{ZERO3_FETCH_S * 1e3:.3g} ms each ({zero3_fetch_seconds(setup):.2f} s, dsx.calibration."
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")

@@ -58,16 +58,6 @@ class SweepRun:
     interrupted: bool = False
 
 
-def _first_gpu_name() -> str | None:
-    """The name rows measured here carry (RunRow.gpu_name): the first visible GPU's, None without one."""
-    import os
-
-    from dsx.host import probe_gpus
-
-    gpus = probe_gpus(dict(os.environ))
-    return gpus[0][0] if gpus else None
-
-
 def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = None,
           on_configuration: Callable[[int, Configuration], None] | None = None,
           on_plan: Callable[[list[tuple[Configuration, str | None]]], None] | None = None) -> SweepRun:
@@ -86,8 +76,10 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
             reaped = reap_orphans(left, results_path)
             if reaped:
                 outcome.notes.append(reaped)
+        from dsx.estimate.assumed import visible_gpus
+
         elsewhere: list[str] = []
-        here = _first_gpu_name()
+        here = next(iter(visible_gpus()), None)  # the name this machine's rows carry (RunRow.gpu_name)
         done = done_rows(results_path, spec.retry_failed, here, elsewhere)
         if elsewhere:
             outcome.notes.append(f"{len(elsewhere)} row(s) of {results_path} were measured on "

@@ -80,13 +80,11 @@ def visible_gpu_kind(spec: SweepSpec) -> str | None:
     """The calibrated GPU kind the estimates use: --gpu-kind, else the first visible GPU when it is one."""
     if spec.estimate_gpu:
         return spec.estimate_gpu
-    import os
-
     from dsx.estimate import gpu_kind_of
-    from dsx.host import probe_gpus
+    from dsx.estimate.assumed import visible_gpus
 
-    gpus = probe_gpus(dict(os.environ))
-    kind = gpu_kind_of(gpus[0][0]) if gpus else None
+    gpus = visible_gpus()
+    kind = gpu_kind_of(gpus[0]) if gpus else None
     return kind.key if kind else None
 
 
