@@ -513,9 +513,16 @@ def assume_unpacked_batches() -> bool:
 
     if not all(hasattr(masking_utils, name) for name in ("find_packed_sequence_indices", "AttentionMaskInterface")):
         return False
+    global _MASKING_UTILS
+    _MASKING_UTILS = masking_utils
     masking_utils.find_packed_sequence_indices = _no_packed_sequences
     masking_utils.AttentionMaskInterface.register("sdpa", _sdpa_mask_of_whole_sequences)
     return True
+
+
+_MASKING_UTILS: Any = None
+"""transformers.masking_utils, held by assume_unpacked_batches for the mask function: an import inside it is a
+graph break of every compiled forward on transformers 5.17 (its lazy module: dynamo's "Bad import result")."""
 
 
 def _no_packed_sequences(position_ids: "torch.Tensor") -> None:
@@ -527,7 +534,7 @@ def _sdpa_mask_of_whole_sequences(batch_size: int, q_length: int, kv_length: int
                                   kv_offset: Any = 0, mask_function=None, attention_mask=None, **kwargs):
     """The "sdpa" mask: None where the mask is only causal over whole, unpadded sequences, else transformers'
     sdpa_mask."""
-    from transformers import masking_utils
+    masking_utils = _MASKING_UTILS
 
     whole = isinstance(q_offset, int) and isinstance(kv_offset, int) and q_offset == kv_offset == 0
     if (mask_function is masking_utils.causal_mask_function and attention_mask is None and whole

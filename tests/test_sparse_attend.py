@@ -226,10 +226,53 @@ def test_a_model_on_the_flex_path_computes_what_the_mask_path_computes(model):
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
+def _compiled_twins():
+    """gpt2-tiny (2 layers) on the SDPA mask path, the flex kernel of the same layout, and a batch, as a rank
+    compiles them: unpacked batches (dsx.models.assume_unpacked_batches; else transformers hands the compiled
+    attention a padding mask) and no KV cache (transformers' cache breaks the graph by itself)."""
+    assume_unpacked_batches()
+    layout = sparse("bigbird", 4, 128, block=32, num_random_blocks=1)
+    flex = SparseAttention(layout=layout.layout, block=32, kernel="flex", compile=True, unidirectional=False)
+    resolved = resolve_model("gpt2-tiny", NO_DROPOUT["gpt2-tiny"], seq_len=128)
+    torch.manual_seed(0)
+    model = build_model(resolved, activate(layout)).eval()
+    model.config.use_cache = False
+    torch._dynamo.reset()
+    return layout, flex, model, {"input_ids": synthetic_batch(resolved, 2)["input_ids"]}
+
+
 @pytest.mark.slow
-def test_a_compiled_model_runs_the_flex_attention_outside_its_graphs():
-    # dsx run --compile compiles the whole model; inductor cannot take the BlockMask inside that graph, so the
-    # attention is left out of it and runs its own compiled FlexAttention: same logits as the uncompiled mask path.
+def test_a_compiled_model_traces_prepared_flex_attention_into_its_one_graph(transformers_masks):
+    # dsx run --compile builds the BlockMasks before compiling (SparseAttention.prepare): the attention is then part
+    # of the model's single graph, no break per layer. The aot_eager backend checks the capture and its autograd
+    # tracing: on CPU, inductor's flex template (torch 2.13) cannot lower it; CUDA's does (bench/sparse).
+    layout, flex, model, batch = _compiled_twins()
+    with torch.no_grad():
+        expected = model(**batch).logits
+        activate(flex)
+        flex.prepare(128, torch.device("cpu"))
+        explained = torch._dynamo.explain(model)(**batch)
+        got = torch.compile(model, backend="aot_eager")(**batch).logits
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_an_unprepared_flex_attention_breaks_the_graph_at_every_layer(transformers_masks):
+    # A length prepare did not build: the attention runs outside the model's graphs (its own compiled
+    # FlexAttention), so every layer's attention breaks the graph, and nothing else does.
+    layout, flex, model, batch = _compiled_twins()
+    with torch.no_grad():
+        activate(flex)
+        explained = torch._dynamo.explain(model)(**batch)
+    reasons = [reason.reason for reason in explained.break_reasons]
+    assert len(reasons) >= model.config.n_layer
+    assert all("SparseAttention._flex" in reason for reason in reasons)
+
+
+@pytest.mark.slow
+def test_a_compiled_model_runs_unprepared_flex_attention_outside_its_graphs():
+    # Unprepared, compiled: same logits as the uncompiled mask path.
     layout = sparse("bigbird", 4, 128, block=32, num_random_blocks=1)
     flex = SparseAttention(layout=layout.layout, block=32, kernel="flex", compile=True, unidirectional=False)
     resolved = resolve_model("gpt2-tiny", NO_DROPOUT["gpt2-tiny"], seq_len=128)

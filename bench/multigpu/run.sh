@@ -55,6 +55,7 @@
 #                             without ZeRO: torch's Adam, then 1-bit Adam, 0/1 Adam and 1-bit LAMB (freeze step
 #                             half-way through the timed steps: comm.phases has both phases' bytes and step time);
 #                             then DeepSpeed 0.19.8 ZeRO-2 with and without the comms logger (its cost on NCCL)
+#   logger2     ~2 min        onebit2's last two runs alone (no 0.18.9 lane): ZeRO-2 with and without the comms logger
 #   zeropp2     ~5.5-6.5 min  its second half: ZeRO-3, then DeepSpeed's quantizer op built on its own (within 240 s;
 #                             h200x2.sh had 12 runs of ~40 s and this build in one command, more than 10 minutes:
 #                             its ZeRO++ runs, last, did not finish), then qwZ (int8 weights), hpZ (a secondary
@@ -123,7 +124,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-default pipe2 pipe2-dp
-  onebit2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b)"
+  onebit2 logger2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b)"
 out=${1:?$usage}
 shift
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
@@ -341,6 +342,12 @@ for p in "$@"; do
         dsx_run 150 "${gpt2[@]}" --python "$lane18" --onebit "$onebit"
       done
       # DeepSpeed 0.19.8: ZeRO-2 with and without the comms logger (its cost on NCCL)
+      dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}"
+      dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --no-comm-log
+      finish
+      ;;
+    logger2)
+      begin "$p"
       dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}"
       dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --no-comm-log
       finish

@@ -7,6 +7,8 @@
 #    with dsx's masks, then with transformers' (--transformers-masks), in one process each;
 # 2. gpt2-medium at 32,768 tokens, micro-batch 1, attention dropout 0: dense SDPA and bigbird (128-token blocks), where
 #    a compiled step's time goes now that neither builds the full mask (issue 14, bench/sparse/README.md).
+# ONLY=long runs part 2 alone, with TORCH_LOGS=graph_breaks (the log then lists every graph break of the compiled
+# step: none since FlexAttention joins the model's graph, issue 32).
 # One JSON line per setup in $OUT/compiled_masks.jsonl; the log is $OUT/compiled_masks.log.
 set -uo pipefail
 out=${1:?usage: bench/tools/compiled_masks.sh OUT}
@@ -30,8 +32,11 @@ cat >"$long" <<'JSON'
 JSON
 xl=(--only deepspeed --model gpt2-xl --vocab-pad 64 --micro-batch 16 --compile --ds-config "$lean" --warmup 5
     --steps 10 --profile-steps 3 --set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0 --out "$res")
-run 200 python3 bench/tools/step_profile.py "${xl[@]}"
-run 200 python3 bench/tools/step_profile.py "${xl[@]}" --transformers-masks
+if [ "${ONLY:-}" != long ]; then
+  run 200 python3 bench/tools/step_profile.py "${xl[@]}"
+  run 200 python3 bench/tools/step_profile.py "${xl[@]}" --transformers-masks
+fi
+[ "${ONLY:-}" = long ] && export TORCH_LOGS=graph_breaks
 for sparse in "" "--sparse bigbird"; do
   # shellcheck disable=SC2086  # the flags are words
   run 150 python3 bench/tools/step_profile.py --only deepspeed --model gpt2-medium --vocab-pad 64 --seq-len 32768 \

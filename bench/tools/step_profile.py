@@ -233,14 +233,18 @@ def profile_deepspeed(args, resolved, batch, device) -> dict:
 
 
 def attention(args, resolved) -> str:
-    """The attn_implementation to build with: SDPA, or dsx's sparse attention registered as a rank registers it."""
+    """The attn_implementation to build with: SDPA, or dsx's sparse attention registered as a rank registers it
+    (compiled: its masks built first, so FlexAttention joins the model's graph, as dsx.rank.model does)."""
     if not args.sparse:
         return "sdpa"
-    from dsx.sparse.attention import install
+    from dsx.sparse.attention import activate, from_plan
     from dsx.sparse.spec import SparsePlan, block_dict, block_model
 
     block = block_dict(block_model({"mode": args.sparse, "block": 128}))
-    return install(SparsePlan(block=block, seed=1234, kernel="flex"), resolved.num_heads, resolved.seq_len)
+    sparse = from_plan(SparsePlan(block=block, seed=1234, kernel="flex"), resolved.num_heads, resolved.seq_len)
+    if args.compile:
+        sparse.prepare(resolved.seq_len, torch.device("cuda", 0))  # the device main() puts the batch on
+    return activate(sparse)
 
 
 if __name__ == "__main__":

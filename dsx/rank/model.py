@@ -8,15 +8,20 @@ from dsx.rank.faults import one_line
 from dsx.rank.protocol import FlopCheck, RankPlan, RankReport
 
 
-def attention(plan: RankPlan, resolved, report: RankReport) -> str:
-    """The attn_implementation the rank builds with: --attn's, or dsx's block-sparse attention (registered here)."""
+def attention(plan: RankPlan, resolved, report: RankReport, device=None) -> str:
+    """The attn_implementation the rank builds with: --attn's, or dsx's block-sparse attention (registered here).
+    Compiled with FlexAttention, its masks are built here, on `device`, so the attention joins the model's graph."""
     if plan.sparse_attention is None:
         return plan.toggles.attn
-    from dsx.sparse.attention import install
+    from dsx.sparse.attention import from_plan, activate
 
-    attn = install(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
+    sparse = from_plan(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
+    attn = activate(sparse)
     report.notes.append(f"the ranks built the model with attn_implementation {attn} "
                         f"({plan.sparse_attention.block['mode']} layout, kernel {plan.sparse_attention.kernel})")
+    if plan.toggles.compile and sparse.kernel == "flex" and device is not None:
+        sparse.prepare(resolved.seq_len, device)
+        report.notes.append("FlexAttention runs inside the compiled graph (its BlockMasks built before compiling)")
     return attn
 
 
@@ -25,7 +30,7 @@ def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device)
     about 25 s) or partitioned as it is made (ZeRO-3)."""
     from dsx.models import assume_unpacked_batches, build_model
 
-    attn = attention(plan, resolved, report)
+    attn = attention(plan, resolved, report, device)
     if assume_unpacked_batches() and plan.toggles.compile and resolved.task == "causal-lm":
         report.notes.append("compiled with the plain causal mask (dsx.models.assume_unpacked_batches: a rank's batches "
                             "are one whole sequence per row), not transformers' full [B, 1, S, S] one")

@@ -159,6 +159,12 @@ class SparseAttention:
         if attention_mask is not None and attention_mask.dtype != torch.bool:
             raise RuntimeError("dsx sparse attention takes boolean masks (its own mask function's)")
         if self.kernel == "flex":
+            ready = self.cache.get(("blocks", seq_len, str(query.device), causal))
+            if ready is not None and attention_mask is None and torch.compiler.is_compiling():
+                from torch.nn.attention.flex_attention import flex_attention
+
+                return flex_attention(query, key, value, block_mask=ready, scale=scaling,
+                                      enable_gqa=heads != key.shape[1])
             return self._flex(query, key, value, attention_mask, scaling, causal, heads != key.shape[1])
         if heads != key.shape[1]:
             from transformers.integrations.sdpa_attention import repeat_kv
@@ -169,11 +175,21 @@ class SparseAttention:
             mask = mask & (attention_mask[:, None, None, :] if attention_mask.dim() == 2 else attention_mask)
         return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
 
+    def prepare(self, seq_len: int, device: torch.device) -> None:
+        """Build the BlockMasks of seq_len (causal and not) before the model is compiled: a compiled model then
+        traces FlexAttention into its own graph with the masks as graph inputs. Built while tracing, the mask's
+        tensors would be the graph's intermediates, which inductor refuses ('All the buffers in the score and mask
+        subgraph should be in ...input_buffers')."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:  # attend looks masks up by the query's device, cuda:N
+            device = torch.device("cuda", torch.cuda.current_device())
+        for causal in (True, False):
+            self.block_mask(seq_len, device, causal)
+
     @torch.compiler.disable
     def _flex(self, query, key, value, attention_mask, scaling, causal, gqa):
-        """Runs outside any graph of a compiled model (`dsx run --compile`): the model's graphs stop at the
-        attention, which runs its own compiled FlexAttention (inductor cannot take the layout's BlockMask inside a
-        whole-model graph: 'All the buffers in the score and mask subgraph should be in ...input_buffers')."""
+        """Eager, or a length (or padded batch) `prepare` did not build: runs outside any graph of a compiled
+        model, its own compiled FlexAttention (the model's graphs stop at the attention)."""
         from torch.nn.attention.flex_attention import create_block_mask
 
         seq_len = query.shape[2]
@@ -215,6 +231,7 @@ def _flex_attention(compiled: bool):
 # ----------------------------------------------------------------------------------------------- transformers
 
 _ACTIVE: SparseAttention | None = None
+_MASKING_UTILS: Any = None
 
 
 def activate(sparse: SparseAttention) -> str:
@@ -224,10 +241,12 @@ def activate(sparse: SparseAttention) -> str:
     global _ACTIVE
     _ACTIVE = sparse
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface
+    from transformers import masking_utils
 
+    global _MASKING_UTILS
+    _MASKING_UTILS = masking_utils  # for sparse_mask: compiled, an import there breaks the graph (dsx.models says why)
     AttentionInterface.register(ATTN_NAME, sparse_attention_forward)
-    AttentionMaskInterface.register(ATTN_NAME, sparse_mask)
+    masking_utils.AttentionMaskInterface.register(ATTN_NAME, sparse_mask)
     return ATTN_NAME
 
 
@@ -237,11 +256,6 @@ def from_plan(plan: SparsePlan, num_heads: int, seq_len: int) -> SparseAttention
     layout = make_layout(block, num_heads, seq_len, rng=random.Random(plan.seed), compact=True)
     return SparseAttention(layout=layout, block=block.block, kernel=plan.kernel,
                            unidirectional=direction_of(block) == "unidirectional")
-
-
-def install(plan: SparsePlan, num_heads: int, seq_len: int) -> str:
-    """from_plan + activate: the attn_implementation name to build the model with."""
-    return activate(from_plan(plan, num_heads, seq_len))
 
 
 def sparse_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
@@ -262,7 +276,7 @@ def sparse_mask(batch_size: int, q_length: int, kv_length: int, q_offset: Any = 
     """transformers' mask function for "dsx_sparse": None (no padding), the [B, S] boolean padding mask, or
     transformers' own full 4-D mask where the pattern is more than causal/bidirectional over whole sequences
     (compiled, that is every causal mask unless dsx.models.assume_unpacked_batches ran: a rank's models do)."""
-    from transformers import masking_utils
+    masking_utils = _MASKING_UTILS
 
     plain = mask_function in (masking_utils.causal_mask_function, masking_utils.bidirectional_mask_function)
     whole = isinstance(q_offset, int) and isinstance(kv_offset, int) and q_offset == kv_offset == 0
