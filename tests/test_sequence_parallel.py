@@ -1,11 +1,20 @@
 """--sequence-parallel N (Ulysses, dsx.run.sequence and dsx.rank.ulysses): what is refused before any launch, and
-what a trial becomes. The real runs on 2 CPU ranks are in tests/test_parity.py (dsx check: the same model)."""
+what a trial becomes. The real runs on 2 CPU ranks are in tests/test_parity.py (dsx check: the same model), and,
+with sparse attention (whose reference dsx check does not build), at the end of this file."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from dsx.results import parse_row, read_rows
 from dsx.run import RunRefused, RunRequest, resolve_trial
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _resolve(**fields):
@@ -87,3 +96,35 @@ def test_the_estimate_gives_each_ulysses_rank_its_shard_of_the_activations():
     assert ulysses.breakdown["all-to-all buffers"] == 2 * 32768 * (32 + 2 * 8 + 32) * 128 * 2
     assert not alone.fits and ulysses.fits
     assert ulysses.tokens_per_s == pytest.approx(131072 / ulysses.step_time_s)
+
+
+SPARSE = ["--model", "llama-tiny", "--seq-len", "128", "--precision", "fp32", "--lr", "3e-3", "--zero", "2",
+          "--micro-batch", "2", "--steps", "9", "--warmup", "1", "--sparse-attention", "bigbird",
+          "--sparse-set", "block=16", "--sparse-set", "num_random_blocks=2", "--sparse-set",
+          "different_layout_per_head=true"]
+
+
+def _sparse_run(results: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DSX_DEBUG")}
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
+    return subprocess.run([sys.executable, "-m", "dsx", "run", *SPARSE, *args, "--results", str(results)],
+                          cwd=results.parent, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_sparse_attention_under_ulysses_trains_what_one_rank_trains(tmp_path):
+    """bigbird with a layout per head on 2 CPU ranks, Ulysses over both, against one rank: each rank attends over
+    the whole sequence with its 2 of the 4 heads and their layouts, so the losses are one rank's (fp32). A rank
+    given the wrong heads' layouts trains another model."""
+    results = tmp_path / "runs.jsonl"
+    for args in ((), ("--gpus", "2", "--sequence-parallel", "2")):
+        out = _sparse_run(results, *args)
+        assert out.returncode == 0, out.stdout + out.stderr
+    one, group = (parse_row(r) for r in read_rows(results))
+    assert (one.world_size, group.world_size, group.ds_config["sequence_parallel_size"]) == (1, 2, 2)
+    assert "sparse attention under Ulysses: each rank's layout is its 2 heads' over the whole sequence" in group.notes
+    expected = one.ranks[0].warmup_loss + one.ranks[0].loss
+    for rank in group.ranks:
+        assert rank.warmup_loss + rank.loss == pytest.approx(expected, rel=1e-5)
+    assert expected[-1] < 0.8 * expected[0]

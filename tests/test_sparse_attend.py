@@ -322,3 +322,20 @@ def test_a_shorter_sequence_uses_the_layouts_top_left_corner():
                        short.block_mask(256, torch.device("cpu"), True).to_dense())
     with pytest.raises(RuntimeError, match="sequence length 1024 does not fit the layout"):
         attention.token_mask(1024, torch.device("cpu"), True)
+
+
+@pytest.mark.parametrize("per_head", [True, False])
+def test_a_ulysses_ranks_head_slice_attends_as_those_heads_of_the_whole(per_head):
+    # Under --sequence-parallel 2 rank r holds the whole sequence for heads [2r, 2r + 2) of 4: its layout is those
+    # heads' (bigbird's random blocks differ per head when different_layout_per_head), its output theirs.
+    whole = sparse("bigbird", 4, 128, block=16, num_random_blocks=2, different_layout_per_head=per_head)
+    q, k, v = qkv(heads=4, kv_heads=2, seq=128)
+    expected = whole.attend(q, k, v, None, 0.3, True)
+    for rank in (0, 1):
+        part = whole.heads_of(rank, 2)
+        heads = slice(2 * rank, 2 * rank + 2)
+        got = part.attend(q[:, heads], k[:, rank:rank + 1], v[:, rank:rank + 1], None, 0.3, True)
+        torch.testing.assert_close(got, expected[:, heads])
+    assert whole.heads_of(1, 2).layout.shape[0] == (2 if per_head else 1)
+    if per_head:  # else a slice taken from the wrong heads would pass too
+        assert not torch.equal(whole.layout[:2], whole.layout[2:])

@@ -193,7 +193,12 @@ def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progre
     if plan.sequence_parallel:
         from dsx.rank import ulysses
 
-        mpu = ulysses.register(plan.sequence_parallel, resolved, plan.micro_batch, plan.toggles.attn)
+        core = plan.toggles.attn
+        if plan.sparse_attention is not None:  # Ulysses wraps the function registered under the model's name
+            from dsx.sparse.attention import register_functions
+
+            core = register_functions()
+        mpu = ulysses.register(plan.sequence_parallel, resolved, plan.micro_batch, core)
     model = build(plan, resolved, ds_config, report, device)
     if plan.toggles.act_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

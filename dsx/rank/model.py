@@ -13,12 +13,19 @@ def attention(plan: RankPlan, resolved, report: RankReport, device=None) -> str:
     Compiled with FlexAttention, its masks are built here, on `device`, so the attention joins the model's graph."""
     if plan.sparse_attention is None:
         return plan.toggles.attn
-    from dsx.sparse.attention import from_plan, activate
+    from dsx.sparse.attention import activate, from_plan
 
     sparse = from_plan(plan.sparse_attention, resolved.num_heads, resolved.seq_len)
+    if plan.sequence_parallel:  # DeepSpeed's groups are consecutive ranks; the all-to-all hands rank r head slice r
+        import torch
+
+        sparse = sparse.heads_of(torch.distributed.get_rank() % plan.sequence_parallel, plan.sequence_parallel)
     attn = activate(sparse)
     report.notes.append(f"the ranks built the model with attn_implementation {attn} "
                         f"({plan.sparse_attention.block['mode']} layout, kernel {plan.sparse_attention.kernel})")
+    if plan.sequence_parallel:
+        report.notes.append(f"sparse attention under Ulysses: each rank's layout is its "
+                            f"{resolved.num_heads // plan.sequence_parallel} heads' over the whole sequence")
     if plan.toggles.compile and sparse.kernel == "flex" and device is not None:
         sparse.prepare(resolved.seq_len, device)
         report.notes.append("FlexAttention runs inside the compiled graph (its BlockMasks built before compiling)")

@@ -34,8 +34,6 @@ def sequence_parallel_size(request, config: dict, world_size: int, resolved, pip
     if request.attn == "eager":
         raise RunRefused(f"{where} {size} needs --attn sdpa or flash: DeepSpeed's Ulysses refuses eager attention "
                          "(its [S, S] mask)")
-    if request.sparse_attention not in (None, "none"):
-        raise RunRefused(f"{where} {size} with sparse attention: not supported by dsx yet; drop one")
     heads, kv_heads = resolved.num_heads, resolved.num_kv_heads
     if heads % size:
         raise RunRefused(f"{where} {size} must divide {resolved.name}'s {heads} attention heads: after the all-to-all "

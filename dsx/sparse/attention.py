@@ -175,6 +175,20 @@ class SparseAttention:
             mask = mask & (attention_mask[:, None, None, :] if attention_mask.dim() == 2 else attention_mask)
         return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
 
+    def heads_of(self, rank: int, size: int) -> SparseAttention:
+        """The layout of the heads rank `rank` of a Ulysses group of `size` attends with: after the all-to-all it
+        holds the whole sequence for heads [rank * H / size, (rank + 1) * H / size) (a layout shared by every head is
+        everyone's)."""
+        heads = self.layout.shape[0]
+        if heads == 1:
+            return SparseAttention(layout=self.layout, block=self.block, unidirectional=self.unidirectional,
+                                   kernel=self.kernel, compile=self.compile)
+        if heads % size:
+            raise RuntimeError(f"dsx sparse attention: {heads} heads' layouts do not split over {size} ranks")
+        part = heads // size
+        return SparseAttention(layout=self.layout[rank * part:(rank + 1) * part], block=self.block,
+                               unidirectional=self.unidirectional, kernel=self.kernel, compile=self.compile)
+
     def prepare(self, seq_len: int, device: torch.device) -> None:
         """Build the BlockMasks of seq_len (causal and not) before the model is compiled: a compiled model then
         traces FlexAttention into its own graph with the masks as graph inputs. Built while tracing, the mask's
@@ -240,6 +254,13 @@ def activate(sparse: SparseAttention) -> str:
     so one active layout per process."""
     global _ACTIVE
     _ACTIVE = sparse
+    return register_functions()
+
+
+def register_functions() -> str:
+    """Register "dsx_sparse"'s attention and mask functions with transformers (both read the active layout when
+    called, so registering before activate is fine: Ulysses wraps the attention function before the model is
+    built); returns the name."""
     from transformers import AttentionInterface
     from transformers import masking_utils
 
