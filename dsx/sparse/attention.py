@@ -27,7 +27,7 @@ Without a registered mask function transformers hands the attention None and the
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -128,7 +128,7 @@ class SparseAttention:
 
     def block_mask(self, seq_len: int, device: torch.device, causal: bool):
         """The FlexAttention BlockMask of this layout at seq_len (cached per length, device and causality)."""
-        key = ("blocks", seq_len, str(device), causal)
+        key = _mask_key(seq_len, device, causal)
         if key not in self.cache:
             from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 
@@ -159,7 +159,7 @@ class SparseAttention:
         if attention_mask is not None and attention_mask.dtype != torch.bool:
             raise RuntimeError("dsx sparse attention takes boolean masks (its own mask function's)")
         if self.kernel == "flex":
-            ready = self.cache.get(("blocks", seq_len, str(query.device), causal))
+            ready = self.cache.get(_mask_key(seq_len, query.device, causal))
             if ready is not None and attention_mask is None and torch.compiler.is_compiling():
                 from torch.nn.attention.flex_attention import flex_attention
 
@@ -181,13 +181,11 @@ class SparseAttention:
         everyone's)."""
         heads = self.layout.shape[0]
         if heads == 1:
-            return SparseAttention(layout=self.layout, block=self.block, unidirectional=self.unidirectional,
-                                   kernel=self.kernel, compile=self.compile)
+            return self
         if heads % size:
             raise RuntimeError(f"dsx sparse attention: {heads} heads' layouts do not split over {size} ranks")
         part = heads // size
-        return SparseAttention(layout=self.layout[rank * part:(rank + 1) * part], block=self.block,
-                               unidirectional=self.unidirectional, kernel=self.kernel, compile=self.compile)
+        return replace(self, layout=self.layout[rank * part:(rank + 1) * part], cache={})
 
     def prepare(self, seq_len: int, device: torch.device) -> None:
         """Build the BlockMasks of seq_len (causal and not) before the model is compiled: a compiled model then
@@ -220,6 +218,11 @@ class SparseAttention:
                                            else None, seq_len, seq_len, device=query.device, BLOCK_SIZE=TILE)
         return _flex_attention(self.compile)(query, key, value, block_mask=block_mask, scale=scaling,
                                              enable_gqa=gqa)
+
+
+def _mask_key(seq_len: int, device, causal: bool) -> tuple:
+    """The cache key of a BlockMask: block_mask stores under it, a compiled attend looks it up."""
+    return ("blocks", seq_len, str(device), causal)
 
 
 def _ordered(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
