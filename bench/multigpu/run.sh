@@ -116,6 +116,20 @@
 #   sp4-1b      ~3 min        tokens/s at a fixed length, 4 GPUs against 1: llama-1b at 65,536 tokens (ZeRO-2, tiled
 #                             loss, checkpointing, 3 timed steps after 1) with --sequence-parallel 4 on 4 GPUs (the
 #                             comms logger on: the all-to-alls' bytes beside dsx's prediction), then on 1 GPU
+#   sparse-sp4  ~6 min        sparse attention under Ulysses (issue 32 item 4): llama-1b at 131,072 tokens (ZeRO-2, the
+#                             tiled loss, checkpointing, 3 timed steps after 1), --sequence-parallel 4 with dense SDPA,
+#                             then with DeepSpeed's bigbird layout in 128-token blocks (FlexAttention; each rank its 8
+#                             heads' layout over the whole sequence), then bigbird on 1 GPU: the same global batch, so
+#                             its loss curve is the 4-GPU one's (learnable data)
+#   z3-1b-ckpt  ~4 min        a third model shape at ZeRO-3 over 4, 2, 1 GPUs for the estimator's ZeRO-3 fetch cost
+#   z3-1b       ~4 min        (gpt2-xl and llama-3b disagree, bench/multigpu/README.md): llama-1b (seq 2048) as
+#                             dp4-llama runs llama-3b (micro-batch 4 x 4, torch's fused AdamW, 3 timed steps after 1,
+#                             --no-comm-log), with checkpointing (z3-1b-ckpt) and without (z3-1b)
+#   omp4        ~7 min        the ranks' OpenMP threads (dsx now gives each of a host's GPU ranks its share of the cores,
+#                             OMP_NUM_THREADS = cores / ranks, where it was unset: one thread per core in every rank):
+#                             sparse-sp4's bigbird run and z3-1b's 4-GPU run with dsx's default and with
+#                             OMP_NUM_THREADS=$(nproc) (the old behaviour), alternating
+#   omp4-z3     ~4 min        z3-1b's 4-GPU run alone: OMP_NUM_THREADS=$(nproc), dsx's default, $(nproc) again
 #   PIPE = gpt2-xl (vocab 50304, seq 1024), ZeRO-1, bf16, micro-batch 4, torch's fused AdamW, 5 timed steps after 2,
 #   one `dsx sweep --no-prune` over m, the micro-batches per optimizer step (--grad-accum; PIPE_M=4,16 sets them for
 #   every pipe* part: e.g. `PIPE_M=4,16 bash bench/multigpu/run.sh $OUT pipe2 pipe2-dp`, both in one command on one
@@ -124,7 +138,8 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-default pipe2 pipe2-dp
-  onebit2 logger2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b)"
+  onebit2 logger2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b
+  sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
@@ -153,6 +168,10 @@ long1b=(--model llama-1b --zero 2 --precision bf16 --micro-batch 1 --act-ckpt --
 long8b=(--model llama-8b --zero 3 --precision bf16 --micro-batch 1 --act-ckpt --loss tiled --act-ckpt-offload
         --tiled-mlp "${adam[@]}" --seq-len 524288 --set max_position_embeddings=524288 --gpus 4 --sequence-parallel 4
         --steps 1 --warmup 0 --no-comm-log)
+sp1b=(--model llama-1b --zero 2 --precision bf16 --micro-batch 1 --act-ckpt --loss tiled "${adam[@]}"
+      --seq-len 131072 --set max_position_embeddings=131072 --steps 3 --warmup 1 --no-comm-log)
+bigbird=(--sparse-attention bigbird --sparse-set block=128)
+z3_1b=(--model llama-1b --zero 3 --micro-batch 4 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1 --no-comm-log)
 pipe=(--model gpt2-xl --vocab-pad 64 --seq-len 1024 --zero 1 --precision bf16 --micro-batch 4 "${adam[@]}"
       --steps 5 --warmup 2 --trial-timeout 200 --no-prune)
 gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 8 --gpus 2 --steps 20 --warmup 5)
@@ -300,6 +319,42 @@ for p in "$@"; do
       fi
       dsx_run 150 "${long1b[@]}" --gpus 4 --sequence-parallel 4
       dsx_run 150 "${long1b[@]}" --gpus 1
+      finish
+      ;;
+    sparse-sp4)
+      begin "$p"
+      dsx_run 180 "${sp1b[@]}" --gpus 4 --sequence-parallel 4
+      dsx_run 180 "${sp1b[@]}" --gpus 4 --sequence-parallel 4 "${bigbird[@]}"
+      dsx_run 180 "${sp1b[@]}" --gpus 1 "${bigbird[@]}"
+      finish
+      ;;
+    omp4)
+      begin "$p"
+      for threads in dsx "$(nproc)" dsx "$(nproc)"; do
+        if [ "$threads" = dsx ]; then
+          dsx_run 150 "${sp1b[@]}" --gpus 4 --sequence-parallel 4 "${bigbird[@]}"
+        else
+          OMP_NUM_THREADS=$threads dsx_run 150 "${sp1b[@]}" --gpus 4 --sequence-parallel 4 "${bigbird[@]}"
+        fi
+      done
+      dsx_run 150 "${z3_1b[@]}" --gpus 4
+      OMP_NUM_THREADS=$(nproc) dsx_run 150 "${z3_1b[@]}" --gpus 4
+      finish
+      ;;
+    omp4-z3)
+      begin "$p"
+      OMP_NUM_THREADS=$(nproc) dsx_run 125 "${z3_1b[@]}" --gpus 4
+      dsx_run 125 "${z3_1b[@]}" --gpus 4
+      OMP_NUM_THREADS=$(nproc) dsx_run 125 "${z3_1b[@]}" --gpus 4
+      finish
+      ;;
+    z3-1b|z3-1b-ckpt)
+      begin "$p"
+      ckpt=()
+      [ "$p" = z3-1b-ckpt ] && ckpt=(--act-ckpt)
+      for g in 4 2 1; do
+        dsx_run 150 "${z3_1b[@]}" "${ckpt[@]}" --gpus "$g"
+      done
       finish
       ;;
     pipe2)

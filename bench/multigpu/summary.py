@@ -323,27 +323,34 @@ def sequence_parallel_of(r: dict) -> int:
     return size if isinstance(size, int) and size > 1 else 1
 
 
+def attention_of(r: dict) -> str:
+    """'dense', or the sparse layout dsx applied (FlexAttention): sparse and dense rows are not compared."""
+    sparse = r.get("sparse_attention") or {}
+    return f"sparse {sparse['mode']}" if sparse.get("applied") else "dense"
+
+
 def sequence_parallel(rows: list[dict]) -> list[str]:
     """Ulysses rows (issue 32): the length, each rank's share, speed and memory, and tokens/s against the same model
-    at the same length on one GPU (the nearest such row in time), where there is one."""
+    at the same length and attention on one GPU (the nearest such row in time), where there is one."""
     ok = [r for r in rows if r["status"] == "ok" and r["figures"].get("tokens_per_s")]
     ulysses = [r for r in ok if sequence_parallel_of(r) > 1]
     if not ulysses:
         return ["(no --sequence-parallel rows)"]
-    out = ["| model | GPUs | Ulysses group | tokens per sequence | per rank | steps (warm-up) | step s | tokens/s "
-           "| TFLOP/s per GPU | MFU | peak allocated / reserved GiB | host RSS, pinned GiB | against 1 GPU |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| model | GPUs | Ulysses group | tokens per sequence | per rank | attention | steps (warm-up) | step s "
+           "| tokens/s | TFLOP/s per GPU | MFU | peak allocated / reserved GiB | host RSS, pinned GiB | against 1 GPU |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(ulysses, key=lambda r: (r["model"]["params"], r["model"]["seq_len"])):
         n, seq, f, mem = sequence_parallel_of(r), r["model"]["seq_len"], r["figures"], r["memory"]["max"]
         ones = [o for o in ok if o["world_size"] == 1 and o["model"]["preset"] == r["model"]["preset"]
-                and o["model"]["seq_len"] == seq and o.get("gpu_name") == r.get("gpu_name")]
+                and o["model"]["seq_len"] == seq and o.get("gpu_name") == r.get("gpu_name")
+                and attention_of(o) == attention_of(r)]
         against = "-"
         if ones:
             one = min(ones, key=lambda o: abs(minutes(o) - minutes(r)))
             speedup = tps(r) / tps(one)
             against = f"{speedup:.2f}x of {tps(one):,.0f} ({speedup / r['world_size']:.0%} per GPU)"
         out.append(f"| {r['model']['preset']} | {r['world_size']} x {r.get('gpu_name')} | {n} | {seq:,} | {seq // n:,} "
-                   f"| {r['steps']} ({r['warmup']}) | {f['step_time_s']['median']:.2f} | {tps(r):,.0f} "
+                   f"| {attention_of(r)} | {r['steps']} ({r['warmup']}) | {f['step_time_s']['median']:.2f} | {tps(r):,.0f} "
                    f"| {fmt(f.get('model_tflops_per_s'), '.0f')} | {fmt(f.get('mfu'), '.1%')} "
                    f"| {mem['peak_allocated'] / GiB:.1f} / {mem['peak_reserved'] / GiB:.1f} "
                    f"| {mem['host_rss_peak'] / GiB:.1f}, {(mem.get('pinned_host') or 0) / GiB:.1f} | {against} |")
