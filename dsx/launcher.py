@@ -326,6 +326,14 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
                      f"(DS_ACCELERATOR=cpu; gloo unless oneccl_bindings_for_pytorch is installed), "
                      f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}, OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY') or 'unset'}")
     else:
+        ranks_per_host = max(len(slots) for slots in nodes.layout.selection.values()) if nodes else world_size
+        if ranks_per_host > 1 and cpu_count and "OMP_NUM_THREADS" not in base_env:
+            # unset, each GPU rank's OpenMP (torch's CPU ops, the data's batches, DeepSpeed's CPU Adam) starts one
+            # thread per core: 4 ranks on a 64-core host ran 256 threads, and the Ulysses ranks waited 7x longer for
+            # their batches than one rank did (bench/multigpu/README.md); torchrun sets 1 here, dsx the cores' share
+            setenv("OMP_NUM_THREADS", str(max(1, cpu_count // ranks_per_host)))
+            notes.append(f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} per rank: {cpu_count} cores shared by "
+                         f"{ranks_per_host} ranks per host (set OMP_NUM_THREADS to choose)")
         arch, note = clean_arch_list(base_env.get("TORCH_CUDA_ARCH_LIST"), gpu_capabilities)
         if note:
             setenv("TORCH_CUDA_ARCH_LIST", arch or None)

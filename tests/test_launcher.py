@@ -83,9 +83,22 @@ def test_cpu_ranks_wait_passively_unless_the_user_chose_how_openmp_waits(users):
 
 
 def test_one_rank_per_gpu_without_cpu_settings():
-    p = plan("cuda", 4, env={"PATH": "/usr/bin"}, caps=[(9, 0)] * 4)
+    p = plan("cuda", 4, env={"PATH": "/usr/bin"}, caps=[(9, 0)] * 4, cpu_count=64)
     assert p.argv[4:8] == ["--num_gpus", "4", "--num_nodes", "1"]
-    assert "DS_ACCELERATOR" not in p.env and "OMP_NUM_THREADS" not in p.env and "OMP_WAIT_POLICY" not in p.env
+    assert "DS_ACCELERATOR" not in p.env and "OMP_WAIT_POLICY" not in p.env
+
+
+def test_gpu_ranks_sharing_a_host_share_its_cores_out():
+    p = plan("cuda", 4, env={"PATH": "/usr/bin"}, caps=[(9, 0)] * 4, cpu_count=64)
+    assert p.env_changes["OMP_NUM_THREADS"] == "16"
+    assert "OMP_NUM_THREADS=16 per rank: 64 cores shared by 4 ranks per host (set OMP_NUM_THREADS to choose)" \
+        in p.notes
+
+
+def test_one_gpu_rank_and_a_users_omp_num_threads_keep_openmp_as_it_is():
+    assert "OMP_NUM_THREADS" not in plan("cuda", 1, env={"PATH": "/usr/bin"}, cpu_count=64).env
+    mine = plan("cuda", 4, env={"OMP_NUM_THREADS": "64"}, cpu_count=64)
+    assert mine.env["OMP_NUM_THREADS"] == "64" and "OMP_NUM_THREADS" not in mine.env_changes
 
 
 def test_cuda_visible_devices_becomes_include_because_num_gpus_would_ignore_it():
@@ -401,3 +414,9 @@ def test_python_m_module_is_launched_through_the_runners_module_flag_with_or_wit
     out = dsx_launch(tmp_path, "--no-local-rank", "--config", "ds.json", "--", "python", "-m", "tinymod")
     assert out.returncode == 0, out.stderr
     assert json.loads((tmp_path / "argv-0.json").read_text()) == ["--deepspeed_config", config]
+
+
+def test_gpu_ranks_over_a_hostfile_share_each_hosts_cores_by_its_own_ranks():
+    one_each = build_launch(plan_json="/p.json", world_size=2, device="cuda", master_port=29555, cwd="/w", python=PY,
+                            base_env={"PATH": "/usr/bin"}, nodes=_nodes("no-ssh"), cpu_count=64)
+    assert "OMP_NUM_THREADS" not in one_each.env  # one rank per host keeps OpenMP as it is
