@@ -30,7 +30,9 @@ class GpuKind:
     fragmentation: float
     """Peak reserved / peak allocated of torch's caching allocator (median)."""
     achieved_fraction: float
-    """Model FLOP/s per micro-batch sample over the dense peak: the slope of step time in micro-batch."""
+    """FLOP/s of the matrix products (all model FLOPs but attention's two activation-by-activation products, which
+    dsx.estimate.states.attention_seconds prices from dsx.sparse.predict's kernel model) over the dense peak: the
+    slope of step time in micro-batch less attention's share of it."""
     fixed_s_per_param: float
     """Step time that does not grow with the micro-batch (optimizer step, clipping, bucket copies), per parameter."""
     cpu_step_s_per_param: dict[int, float]
@@ -106,8 +108,8 @@ judged (bench/estimator/README.md)."""
 
 H100 = GpuKind(
     key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
-    context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.328, fixed_s_per_param=8.95e-11,
-    cpu_step_s_per_param={1: 4.792e-10, 2: 4.792e-10, 3: 1.138e-09}, zero3_s_per_tensor_pass=1.86e-04,
+    context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.3117, fixed_s_per_param=8.95e-11,
+    cpu_step_s_per_param={1: 4.791e-10, 2: 4.791e-10, 3: 1.138e-09}, zero3_s_per_tensor_pass=1.85e-04,
     host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
     host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
     source=f"H100 SXM5 host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-23: the CALIBRATION_ROWS of "
@@ -115,7 +117,7 @@ H100 = GpuKind(
            f"{HEADROOM_FILE} (calibrate_headroom); the width curve from WIDTH_RUN_IDS of {', '.join(WIDTH_FILES)} "
            f"(calibrate_width, 2026-11-27)",
     allocator_headroom_bytes=2_684_354_560,  # 2.5 GiB, 10 x HEADROOM_STEP
-    achieved_hidden=1600, width_half_hidden=4143, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
+    achieved_hidden=1600, width_half_hidden=4889, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
 )
 """The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
 headroom from the out-of-memory trials of HEADROOM_FILE, the width curve from WIDTH_RUN_IDS."""
@@ -202,7 +204,7 @@ checkpointed layer inputs are inputs, not changed by compiling)."""
 COMPILE_HEAD_FACTOR = 0.337
 """Compiled / eager bytes of the embeddings, LM head and loss, and of the loss' gradients."""
 
-COMPILE_SPEEDUP = 1.233
+COMPILE_SPEEDUP = 1.248
 """Achieved FLOP/s of the compiled model over the eager one (the step's compute term; the per-parameter optimizer
 and ZeRO terms are not compiled): gpt2-xl z2 mb 8, 394 -> 350 ms per step."""
 
@@ -219,7 +221,7 @@ DROPOUT_RUN_IDS = {"dropout": "b20a230481ab4bf895f2d41e35a1d636", "none": "8508d
 """The pair DROPOUT_FREE_SPEEDUP comes from: the same command but `--set resid_pdrop=0 --set embd_pdrop=0 --set
 attn_pdrop=0` (1.698 -> 1.520 s per step). Other dropout-free rows are judged (bench/multigpu/rows/dp4.jsonl)."""
 
-DROPOUT_FREE_SPEEDUP = 1.129
+DROPOUT_FREE_SPEEDUP = 1.139
 """Achieved FLOP/s of a dropout-free model over the same model with dropout (the step's compute term)."""
 
 
@@ -242,9 +244,9 @@ KERNEL_PAIRS = {
 }
 """(base run_id, kernel run_id) pairs of KERNEL_FILES each factor comes from (measured 2026-11-27 16:45-19:58 UTC)."""
 
-LIGER_SPEEDUP = 1.553
+LIGER_SPEEDUP = 1.612
 """Achieved FLOP/s with Liger's RoPE, RMSNorm and SwiGLU kernels and fused loss over the stock ones (eager)."""
 
-FP8_SPEEDUP = {"eager": 0.434, "compiled": 1.112}
+FP8_SPEEDUP = {"eager": 0.419, "compiled": 1.126}
 """Achieved FLOP/s with torchao's float8 (tensorwise) linear layers over bf16, eager and compiled: without compile
 its casts and scales run as separate kernels (half the speed); compiled they fuse."""

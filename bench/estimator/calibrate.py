@@ -24,7 +24,7 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import zero3_fetch_seconds, zero3_fetches_per_step
-from dsx.estimate.states import compute_rate
+from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_param_tensors, count_params
 from dsx.results import read_rows
@@ -66,8 +66,11 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     peak = (peak_tflops(name, "bf16") or 0.0) * 1e12
     if not peak:
         raise EstimateError(f"no bf16 peak FLOP/s known for {name}")
-    achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * per_sample)
-    base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved)  # micro-batch 8, no checkpointing
+    # attention's kernels are priced apart (attention_seconds): the slope less their share of it is the rest's
+    attention = attention_seconds(replace(setup, act_ckpt=True), 1, 1)
+    achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * (per_sample - attention))
+    no_ckpt = replace(setup, act_ckpt=False)
+    base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved) + attention_seconds(no_ckpt, 8, 1)
     zero3 = (t["zero3"] - base) / (2 * tensors)  # per tensor per pass (forward, backward)
     rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
     return GpuKind(

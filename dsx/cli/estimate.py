@@ -8,7 +8,8 @@ import sys
 import click
 
 from dsx.cli.options import (SIZE, act_ckpt_option, config_source_options, gpu_kind_options, host_options,
-                             kernel_options, long_context_options, model_options, pick_gpu_kind, pipeline_options)
+                             kernel_options, long_context_options, model_options, pick_gpu_kind, pipeline_options,
+                             sparse_options)
 from dsx.fit import nvme_capacity
 from dsx.units import GIB, MIB
 
@@ -50,11 +51,12 @@ def nvme_path_of(config: dict) -> str | None:
 @click.option("--min-tflops", type=click.FloatRange(min=0), metavar="X",
               help="With --largest: the largest model whose best configuration is predicted at least X model TFLOP/s "
                    "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
+@sparse_options
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
             gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, sequence_parallel,
             act_ckpt_offload, tiled_mlp, kernels, fp8, host_memory, nvme_free,
-            largest, longest, min_tflops, as_json, **config_options):
+            largest, longest, min_tflops, sparse_attention, sparse_sets, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -69,6 +71,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     dsx estimate --model llama-7b --zero 3 --offload cpu --act-ckpt --micro-batch 8 --grad-accum 4 \\
         --ds-set zero_optimization.offload_optimizer.ratio=0.7 --host-memory 125GiB
     dsx estimate --model llama-8b --largest --gpu-kind h100-80gb --host-memory 125GiB
+    dsx estimate --model llama-1b --seq-len 131072 --set max_position_embeddings=131072 --act-ckpt --loss tiled \\
+        --sparse-attention bigbird --sparse-set block=128 --gpus 4 --sequence-parallel 4
     """
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.buckets import fill_buckets
@@ -97,6 +101,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                                                 "sequence_parallel": sequence_parallel,
                                                 "act_ckpt_offload": act_ckpt_offload, "tiled_mlp": tiled_mlp,
                                                 "kernels": kernels != "none", "fp8": fp8 != "none",
+                                                "sparse_attention": sparse_attention or sparse_sets,
                                                 **config_options})
         return
     if largest:
@@ -109,7 +114,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                         given={"config": config_path, "preset": ds_preset, "ds_sets": ds_sets,
                                "pipeline_stages": pipeline_stages, "act_ckpt": act_ckpt, "compile": compile_,
                                "act_ckpt_offload": act_ckpt_offload, "tiled_mlp": tiled_mlp,
-                               "kernels": kernels != "none", "fp8": fp8 != "none", **config_options})
+                               "kernels": kernels != "none", "fp8": fp8 != "none",
+                               "sparse_attention": sparse_attention or sparse_sets, **config_options})
         return
     try:
         resolved = resolve_model_cached(model, parse_overrides(sets), seq_len=seq_len, vocab_pad=vocab_pad)
@@ -151,6 +157,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
             loss_tile = liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size,
                                            batch.train_micro_batch_size_per_gpu * resolved.seq_len)
         warnings += kernel_notes
+        sparse_tile = _sparse_tile_fraction(sparse_attention, sparse_sets, resolved, attn,
+                                            batch.train_micro_batch_size_per_gpu, warnings)
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     except (BatchError, TypeError) as exc:
@@ -162,7 +170,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
                   loss_tile_tokens=loss_tile, sequence_parallel=sequence, act_ckpt_offload=act_ckpt_offload,
                   tiled_mlp=tiled_mlp, host_memory=assumed.host_memory, liger=bool(plan and plan.liger),
-                  fp8=plan.fp8 if plan else None,
+                  fp8=plan.fp8 if plan else None, sparse_tile_fraction=sparse_tile,
                   nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)
@@ -178,6 +186,29 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         return
     click.echo(render(result, resolved.name, setup, assumed.lines()))
     click.echo(render_comm(comm, result.params))
+
+
+def _sparse_tile_fraction(word: str | None, sets: tuple[str, ...], resolved, attn: str, micro_batch: int,
+                          notes: list[str]) -> float | None:
+    """The share of dense attention's tiles the --sparse-attention layout keeps on a GPU (dsx run's decision,
+    dsx.sparse.planning.decide), or None for dense attention (none, auto predicted slower, no flag)."""
+    from dsx.run import RunRefused
+    from dsx.sparse.planning import decide
+    from dsx.sparse.spec import SparseRequestError, resolve_block
+
+    try:
+        requested, block = resolve_block(word, sets, None)
+        if block is None:
+            return None
+        if attn != "sdpa":
+            raise RunRefused(f"--attn {attn} cannot be combined with sparse attention ({requested}): sparse attention "
+                             "is its own attention implementation; drop --attn")
+        decision = decide(requested, block, resolved, "cuda", handed_to_deepspeed=False, origin="--sparse-set",
+                          micro_batch=micro_batch)
+    except SparseRequestError as exc:
+        raise RunRefused(str(exc)) from None
+    notes += decision.notes
+    return decision.info["tile_fraction"] if decision.info["applied"] else None
 
 
 def _gib(n: float) -> str:

@@ -13,7 +13,7 @@ GIVEN_REFUSED = {"config": "--config", "preset": "--preset", "pipeline_stages": 
                  "zero": "--zero", "offload": "--offload", "offload_params": "--offload-params",
                  "micro_batch": "--micro-batch", "grad_accum": "--grad-accum",
                  "act_ckpt_offload": "--act-ckpt-offload", "tiled_mlp": "--tiled-mlp", "kernels": "--kernels",
-                 "fp8": "--fp8"}
+                 "fp8": "--fp8", "sparse_attention": "--sparse-attention"}
 """Options --largest chooses itself (the configuration is its answer), refused beside it."""
 
 

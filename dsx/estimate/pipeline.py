@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsx.config_facts import precision_of
-from dsx.estimate.states import (Setup, activation_bytes, compute_flops, compute_rate, data_parallel, model_states,
+from dsx.estimate.states import (Setup, activation_bytes, compute_seconds, data_parallel, model_states,
                                  optimizer_state_bytes, zero_layout)
 
 
@@ -71,7 +71,7 @@ def pipeline_step_time(setup: Setup, micro_batch: int) -> float:
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu, m, p = setup.gpu, setup.grad_accum, setup.pipeline_stages
     largest = max(layout.params for layout in _layouts(setup))
-    one_micro = compute_flops(setup.resolved, micro_batch, 1, setup.act_ckpt) / compute_rate(setup)
+    one_micro = compute_seconds(setup, micro_batch, 1)
     seconds = (m + p - 1) * max(_stage_flop_shares(setup)) * one_micro
     seconds += gpu.fixed_s_per_param * largest / data_parallel(setup)
     if offload != "none":

@@ -10,7 +10,7 @@ from dsx.calibration import ZERO3_FETCH_S, GpuKind
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
-from dsx.estimate.states import (Setup, activation_bytes, compute_flops, compute_rate, data_parallel, model_states,
+from dsx.estimate.states import (Setup, activation_bytes, compute_seconds, data_parallel, model_states,
                                  offloaded_fraction, optimizer_state_bytes, partial_offload_states,
                                  zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
@@ -123,17 +123,15 @@ def max_micro_batch(setup: Setup, limit: int = 1 << 16) -> int | None:
 
 
 def step_time(setup: Setup, micro_batch: int) -> float:
-    """Seconds per optimizer step: fixed per-parameter work + FLOPs at the achieved rate (compute_rate) + offload +
-    ZeRO-3."""
+    """Seconds per optimizer step: fixed per-parameter work + the compute term (compute_seconds: FLOPs at the achieved
+    rate, attention's kernels) + offload + ZeRO-3."""
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu = setup.gpu
     n = _params(setup)
-    flops = compute_flops(setup.resolved, micro_batch, setup.grad_accum, setup.act_ckpt)
-    flops /= setup.sequence_parallel or 1  # a Ulysses rank computes its shard's tokens
     if setup.pipeline_stages:
         return pipeline_step_time(setup, micro_batch)
     seconds = gpu.fixed_s_per_param * n / setup.world_size
-    seconds += flops / compute_rate(setup)
+    seconds += compute_seconds(setup, micro_batch, setup.grad_accum)  # a Ulysses rank: its shard's tokens
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     if stage == 3:

@@ -31,6 +31,7 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
     toggles = row.get("toggles") or {}
     pipeline = row.get("pipeline") or {}
     group = ulysses_group(row["ds_config"])  # a Ulysses rank holds 1/group of the sequence
+    sparse = row.get("sparse_attention") or {}
     return Setup(resolved=resolved, ds_config=row["ds_config"], world_size=row["world_size"],
                  micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
@@ -39,7 +40,8 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  loss_tile_tokens=_loss_tile(row, resolved),
                  act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")),
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
-                 sequence_parallel=group if group > 1 else None)
+                 sequence_parallel=group if group > 1 else None,
+                 sparse_tile_fraction=sparse.get("tile_fraction") if sparse.get("applied") else None)
 
 
 def _loss_tile(row: dict, resolved) -> int | None:

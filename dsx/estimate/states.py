@@ -58,6 +58,9 @@ class Setup:
     """--kernels liger: Liger's kernels run (its fused loss is priced through loss_tile_tokens)."""
     fp8: str | None = None
     """--fp8 RECIPE: torchao's float8 training of the decoder's linear layers."""
+    sparse_tile_fraction: float | None = None
+    """--sparse-attention: the share of dense attention's 128-token tiles the layout keeps (dsx.sparse's
+    tile_fraction); None: dense attention."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:
@@ -227,17 +230,57 @@ def tiled_loss_bytes(setup: Setup, saved, micro_batch: int, precision: str) -> d
 
 
 def compute_flops(resolved: Any, micro_batch: int, grad_accum: int, act_ckpt: bool) -> float:
-    """Model FLOPs of one rank's optimizer step, plus the recomputed forward of the layers with checkpointing
-    (a third of their training FLOPs; the LM head is not recomputed)."""
-    from dsx.flops import model_flops_per_token
+    """The FLOPs of one rank's optimizer step that run at compute_rate: the model FLOPs less attention's two
+    activation-by-activation products (attention_seconds prices those), plus the recomputed forward of the layers
+    with checkpointing (a third of their training FLOPs; the LM head is not recomputed)."""
+    from dsx.flops import attention_flops_per_token, model_flops_per_token
 
-    per_token = model_flops_per_token(resolved)
+    per_token = model_flops_per_token(resolved) - attention_flops_per_token(resolved)
     tokens = micro_batch * resolved.seq_len * grad_accum
     flops = per_token * tokens
     if act_ckpt:
         head = 6.0 * resolved.vocab_size * resolved.embedding_size
         flops += (per_token - head) / 3.0 * tokens
     return flops
+
+
+PROBE_HEAD_DIM = 64
+"""The head dim of dsx.sparse.predict's kernel probes: other head dims scale its times by head_dim / 64 (the FLOPs
+of a tile)."""
+
+
+def attention_seconds(setup: Setup, micro_batch: int, grad_accum: int) -> float:
+    """Seconds one rank spends in attention's kernels per optimizer step: dsx.sparse.predict's model of the H100
+    kernel probes (dense SDPA per 128-token tile, causal skipping the tiles above the diagonal; block-sparse
+    FlexAttention per row and per kept tile), forward + backward, a third more under checkpointing (the recomputed
+    forward). Attention is priced apart from the matrix products because it runs at its own rate: near 75% of the
+    dense peak at 64k-262k tokens (llama-1b and llama-8b rows, bench/estimator/README.md), where the other
+    products run at the calibrated achieved fraction. A Ulysses rank attends with heads / N heads over the whole
+    sequence. Eager attention (--attn eager) materialises the scores: its FLOPs run at compute_rate."""
+    from dsx.flops import attention_flops_per_token, attention_layers
+    from dsx.sparse.predict import dense_ms, dense_tiles, flex_ms
+
+    resolved = setup.resolved
+    recompute = 4.0 / 3.0 if setup.act_ckpt else 1.0
+    sequence_parallel = setup.sequence_parallel or 1
+    if setup.attn == "eager":
+        tokens = micro_batch * resolved.seq_len * grad_accum / sequence_parallel
+        return attention_flops_per_token(resolved) * tokens * recompute / compute_rate(setup)
+    seq, heads = resolved.seq_len, resolved.num_heads // sequence_parallel
+    causal = resolved.task == "causal-lm"
+    if setup.sparse_tile_fraction is not None:
+        kept = round(setup.sparse_tile_fraction * dense_tiles(seq, causal) * heads)
+        per_call_ms = flex_ms(seq, heads, 1, kept)
+    else:
+        per_call_ms = dense_ms(seq, heads, 1, causal)
+    calls = attention_layers(resolved) * micro_batch * grad_accum
+    return per_call_ms / 1e3 * resolved.head_dim / PROBE_HEAD_DIM * calls * recompute
+
+
+def compute_seconds(setup: Setup, micro_batch: int, grad_accum: int) -> float:
+    """One rank's compute term: compute_flops at compute_rate, and attention's kernels (attention_seconds)."""
+    flops = compute_flops(setup.resolved, micro_batch, grad_accum, setup.act_ckpt) / (setup.sequence_parallel or 1)
+    return flops / compute_rate(setup) + attention_seconds(setup, micro_batch, grad_accum)
 
 
 def peak_flops(gpu: GpuKind, precision: str) -> float:

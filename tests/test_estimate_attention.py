@@ -1,0 +1,72 @@
+"""The estimate prices attention apart from the other matrix products (dsx.estimate.states.attention_seconds): dense
+SDPA and block-sparse FlexAttention by dsx.sparse.predict's kernel model, judged on the committed long-sequence rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsx.cli import cli
+from dsx.estimate import estimate, setup_of_row
+from dsx.results import read_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG_ROWS = {  # (file, what its first row ran): judged rows, none calibrates anything
+    ("bench/long/h100/longest.jsonl", "dense llama-1b 262,144 tokens, one H100"),
+    ("bench/long/h200/8b.jsonl", "dense llama-8b 131,072 tokens, ZeRO-3 offload, one H200"),
+    ("bench/multigpu/rows/sparse-sp4.jsonl", "dense and bigbird llama-1b 131,072 tokens, 4 x H200 Ulysses and 1"),
+}
+
+
+def _rows(path: str) -> list[dict]:
+    return [r for r in read_rows(ROOT / path) if r["status"] == "ok"]
+
+
+@pytest.mark.parametrize("path", sorted(path for path, _ in LONG_ROWS))
+def test_long_sequences_are_predicted_within_15_percent_of_the_rows(path):
+    row = _rows(path)[0]
+    predicted = estimate(setup_of_row(row), search_max=False).tokens_per_s
+    assert abs(predicted / row["figures"]["tokens_per_s"] - 1) < 0.15
+
+
+def test_a_rows_sparse_layout_is_estimated_with_the_tiles_it_kept():
+    dense4, sparse4, sparse1 = _rows("bench/multigpu/rows/sparse-sp4.jsonl")
+    assert setup_of_row(dense4).sparse_tile_fraction is None
+    assert setup_of_row(sparse4).sparse_tile_fraction == sparse4["sparse_attention"]["tile_fraction"]
+    one = estimate(setup_of_row(sparse1), search_max=False).tokens_per_s
+    assert abs(one / sparse1["figures"]["tokens_per_s"] - 1) < 0.05
+
+
+def _estimate(*args: str) -> dict:
+    out = CliRunner().invoke(cli, ["estimate", "--model", "llama-1b", "--seq-len", "131072", "--set",
+                                   "max_position_embeddings=131072", "--act-ckpt", "--loss", "tiled", "--zero", "2",
+                                   "--gpu-kind", "h200-141gb", "--json", *args])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output[out.output.index("{"):])
+
+
+def test_sparse_attention_flag_estimates_the_layout_the_run_would_apply():
+    dense, sparse = _estimate(), _estimate("--sparse-attention", "bigbird", "--sparse-set", "block=128")
+    assert sparse["tokens_per_s"] > 3 * dense["tokens_per_s"]
+    assert any(note.startswith("sparse attention bigbird (block 128, applied by dsx") for note in sparse["notes"])
+    assert sparse["peak_allocated"] == dense["peak_allocated"]  # FlexAttention keeps what SDPA keeps
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sparse-attention", "bigbird"], "Error: --sparse-attention: gpt2 has attention dropout attn_pdrop=0.1, and "
+                                        "FlexAttention applies none: pass --set attn_pdrop=0 (and the same to the dense "
+                                        "run you compare with)"),
+    (["--sparse-set", "block=64"], "Error: --sparse-set needs --sparse-attention MODE (or a --config file with a "
+                                   "sparse_attention block)"),
+    (["--set", "attn_pdrop=0", "--sparse-attention", "bigbird", "--attn", "eager"],
+     "Error: --attn eager cannot be combined with sparse attention (bigbird): sparse attention is its own attention "
+     "implementation; drop --attn"),
+    (["--largest", "--sparse-attention", "bigbird"], "Error: --largest chooses the configuration itself: drop "
+                                                     "--sparse-attention"),
+])
+def test_sparse_attention_the_run_would_refuse_is_refused_by_the_estimate(args, message):
+    out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", *args])
+    assert out.exit_code == 2 and message in out.output
