@@ -140,13 +140,15 @@ def calibration_role(row: dict) -> str:
     constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
     judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors), 'width
     calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_RUN_IDS row:
-    it set ZERO3_FETCH_S) or 'judged'."""
+    it set ZERO3_FETCH_S), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
         return "width calibration"
     if row.get("run_id") in ZERO3_FETCH_RUN_IDS.values():
         return "zero3 fetch calibration"
+    if row.get("run_id") in ULYSSES_RUN_IDS.values():
+        return "ulysses calibration"
     if row.get("gpu_name") == H100.name:
         if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
                 ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
@@ -175,6 +177,25 @@ ZERO3_FETCH_S = 8.23e-04
 """Seconds a ZeRO-3 rank loses per parameter fetch on several ranks: the 2-rank step less the 1-rank step, less what
 the estimate's other terms change between them, over the 2-rank step's fetches (bench/estimator/calibrate.py:
 calibrate_zero3_fetch)."""
+
+
+# --- Ulysses' all-to-alls (--sequence-parallel N) ------------------------------------------------------------------
+# Each layer hands DeepSpeed's Ulysses attention q, k, v in and the output out through all-to-alls, forward, backward
+# and in a checkpointed recompute (dsx.comm.predict.ulysses_all_to_all_bytes: what the comms logger counts, x1.00 on
+# CPU ranks and 4 H100s). The step waits for them: priced per byte handed in, at one rate.
+
+ULYSSES_FILE = "bench/multigpu/rows/sparse-sp4.jsonl"
+"""issue 32's sparse-attention-under-Ulysses part: llama-1b at 131,072 tokens, bigbird, ZeRO-2, the tiled loss,
+checkpointing, no comms logger, Ulysses over 4 H200s and on one H200 (2026-11-28): the one-GPU row's own error
+(-1%) taken out, what is left of the group's step is the all-to-alls' (bigbird: attention is a small share)."""
+
+ULYSSES_RUN_IDS = {"group of 4": "f4c52666bc044e4db0d440f7d3b5ae08", "one rank": "e1154e7b9d8c4ec6b1b0d226f9702344"}
+"""The pair ULYSSES_BYTES_PER_S comes from (1,119 and 3,397 ms a step). The dense row of the same file, the long4
+rows and every other Ulysses row are judged."""
+
+ULYSSES_BYTES_PER_S = 6.11e10
+"""Bytes a Ulysses rank hands its all-to-alls per second of step time: the group's step less its other terms (x the
+one-rank row's measured / predicted), over the bytes (bench/estimator/calibrate.py: calibrate_ulysses)."""
 
 
 # --- torch.compile (DeepSpeed's engine.compile(), `dsx run --compile`) ------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_RUN_IDS, HEADROOM_FILE, HEADROOM_RUN_IDS,
+from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_RUN_IDS, HEADROOM_FILE, HEADROOM_RUN_IDS, ULYSSES_FILE,
                              calibration_role)
 from dsx.results import read_rows
 
@@ -46,6 +46,7 @@ def test_calibration_roles_come_from_the_shipped_literals():
     assert Counter(map(calibration_role, read_rows(ROOT / HEADROOM_FILE))) == {"fit calibration": 9,
                                                                                 "calibration": 1}
     assert Counter(map(calibration_role, read_rows(ROOT / CALIBRATION_FILE)))["calibration"] == 6
+    assert Counter(map(calibration_role, read_rows(ROOT / ULYSSES_FILE))) == {"ulysses calibration": 2, "judged": 1}
 
 
 # `python -m dsx ARGS...` for each command in one process (one torch import): exit code and stdout of each, and

@@ -70,3 +70,16 @@ def test_sparse_attention_flag_estimates_the_layout_the_run_would_apply():
 def test_sparse_attention_the_run_would_refuse_is_refused_by_the_estimate(args, message):
     out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2", *args])
     assert out.exit_code == 2 and message in out.output
+
+
+def test_ulysses_all_to_alls_cost_their_bytes_at_the_calibrated_rate(monkeypatch):
+    from dsx.calibration import ULYSSES_BYTES_PER_S
+    from dsx.estimate import predict
+
+    setup = setup_of_row(_rows("bench/multigpu/rows/sparse-sp4.jsonl")[0])  # dense, Ulysses over 4 GPUs
+    assert ("Ulysses' all-to-alls: 15.0 GiB a step and rank at 61.1 GB/s (0.26 s, dsx.calibration.ULYSSES_BYTES_PER_S); "
+            "ZeRO's collectives are not modelled") in estimate(setup, search_max=False).notes
+    handed = (32 + 32 + 8 + 8) * 64 * 32768 * 2 * 16 * 3  # q, k, v, out heads x head dim x tokens a rank, bf16, 16 layers,
+    before = predict.step_time(setup, 1)                   # forward, backward and the checkpointed recompute
+    monkeypatch.setattr(predict, "ULYSSES_BYTES_PER_S", 2 * ULYSSES_BYTES_PER_S)
+    assert before - predict.step_time(setup, 1) == pytest.approx(handed / (2 * ULYSSES_BYTES_PER_S))

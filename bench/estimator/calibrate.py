@@ -21,7 +21,8 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
-                             ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, GpuKind)
+                             ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, ULYSSES_BYTES_PER_S,
+                             ULYSSES_FILE, ULYSSES_RUN_IDS, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import zero3_fetch_seconds, zero3_fetches_per_step
 from dsx.estimate.states import attention_seconds, compute_rate
@@ -222,6 +223,23 @@ def calibrate_zero3_fetch(rows: list[dict]) -> float:
     return float(f"{extra / zero3_fetches_per_step(setups['two ranks']):.3g}")
 
 
+def calibrate_ulysses(rows: list[dict]) -> float:
+    """ULYSSES_BYTES_PER_S from the ULYSSES_RUN_IDS pair of `rows` (one configuration over a Ulysses group and on one
+    rank): the group's measured step less its other predicted terms, those scaled by the one-rank row's measured /
+    predicted step (its error is the model's, not the all-to-alls'), is the all-to-alls' time; their bytes over it."""
+    from dsx.estimate.predict import ulysses_bytes, ulysses_seconds
+
+    by_id = {row["run_id"]: row for row in rows}
+    missing = [role for role, run_id in ULYSSES_RUN_IDS.items() if run_id not in by_id]
+    if missing:
+        raise EstimateError(f"Ulysses calibration rows missing: {', '.join(missing)}")
+    group, one = (by_id[ULYSSES_RUN_IDS[role]] for role in ("group of 4", "one rank"))
+    setup, single = setup_of_row(group), setup_of_row(one)
+    scale = one["figures"]["step_time_s"]["median"] / step_time(single, single.micro_batch)
+    others = (step_time(setup, setup.micro_batch) - ulysses_seconds(setup)) * scale
+    return float(f"{ulysses_bytes(setup) / (group['figures']['step_time_s']['median'] - others):.3g}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
@@ -266,8 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     fetch = calibrate_zero3_fetch(list(read_rows(ROOT / ZERO3_FETCH_FILE)))
     print(f"# ZeRO-3 across GPUs, from {ZERO3_FETCH_FILE}: ZERO3_FETCH_S = {fetch!r}"
           + ("" if fetch == ZERO3_FETCH_S else f"  # dsx ships {ZERO3_FETCH_S!r}"))
+    ulysses = calibrate_ulysses(list(read_rows(ROOT / ULYSSES_FILE)))
+    print(f"# Ulysses' all-to-alls, from {ULYSSES_FILE}: ULYSSES_BYTES_PER_S = {ulysses!r}"
+          + ("" if ulysses == ULYSSES_BYTES_PER_S else f"  # dsx ships {ULYSSES_BYTES_PER_S!r}"))
     return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
-        kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S else 0
+        kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.calibration import ZERO3_FETCH_S, GpuKind
+from dsx.calibration import ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
@@ -139,7 +139,7 @@ def step_time(setup: Setup, micro_batch: int) -> float:
 
         passes = (3 if setup.act_ckpt else 2) * setup.grad_accum
         seconds += gpu.zero3_s_per_tensor_pass * count_param_tensors(setup.resolved) * passes
-    return seconds + zero3_fetch_seconds(setup)
+    return seconds + zero3_fetch_seconds(setup) + ulysses_seconds(setup)
 
 
 def zero3_fetches_per_step(setup: Setup) -> float:
@@ -156,6 +156,22 @@ def zero3_fetches_per_step(setup: Setup) -> float:
 def zero3_fetch_seconds(setup: Setup) -> float:
     """What ZeRO-3's fetches across GPUs add to a step: ZERO3_FETCH_S each (dsx.calibration)."""
     return ZERO3_FETCH_S * zero3_fetches_per_step(setup)
+
+
+def ulysses_bytes(setup: Setup) -> float:
+    """Bytes a rank hands Ulysses' all-to-alls per optimizer step (dsx.comm.predict's count); 0 without Ulysses."""
+    if not setup.sequence_parallel or setup.sequence_parallel < 2:
+        return 0.0
+    from dsx.comm.predict import ulysses_all_to_all_bytes
+
+    dtype_bytes = 4 if precision_of(setup.ds_config) == "fp32" else 2
+    return ulysses_all_to_all_bytes(setup.resolved, setup.micro_batch, setup.grad_accum, setup.sequence_parallel,
+                                    dtype_bytes, setup.act_ckpt)
+
+
+def ulysses_seconds(setup: Setup) -> float:
+    """What Ulysses' all-to-alls add to a step: their bytes at ULYSSES_BYTES_PER_S (dsx.calibration)."""
+    return ulysses_bytes(setup) / ULYSSES_BYTES_PER_S
 
 
 def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
@@ -180,8 +196,12 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
         notes.append(f"ZeRO-3 across GPUs: {zero3_fetches_per_step(setup):,.0f} parameter fetches a step at "
                      f"{ZERO3_FETCH_S * 1e3:.3g} ms each ({zero3_fetch_seconds(setup):.2f} s, dsx.calibration."
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
-    elif setup.world_size > 1:
+    elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    if setup.sequence_parallel:
+        notes.append(f"Ulysses' all-to-alls: {ulysses_bytes(setup) / 2**30:,.1f} GiB a step and rank at "
+                     f"{ULYSSES_BYTES_PER_S / 1e9:.3g} GB/s ({ulysses_seconds(setup):.2f} s, dsx.calibration."
+                     "ULYSSES_BYTES_PER_S); ZeRO's collectives are not modelled")
     notes += host_notes(setup, fraction)
     if pipeline:
         notes.append(f"pipeline: the largest stage's memory (stage {pipeline['largest_stage']}); speed = (micro-batches"
