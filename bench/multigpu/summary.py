@@ -357,10 +357,14 @@ def sequence_parallel(rows: list[dict]) -> list[str]:
     return out
 
 
+LARGEST_FROM = 10e9
+"""The largest-model section reads rows of this many parameters or more (largest4's 16.9B-34B), not every model."""
+
+
 def largest(rows: list[dict]) -> list[str]:
-    sized = [r for r in rows if r["model"].get("params")]
+    sized = [r for r in rows if (r["model"].get("params") or 0) >= LARGEST_FROM]
     if not sized:
-        return ["(no rows)"]
+        return [f"(no row of {LARGEST_FROM / 1e9:.0f}B parameters or more)"]
     ran = [r["model"]["params"] for r in sized if r["status"] == "ok"]
     top = max(ran) if ran else max(r["model"]["params"] for r in sized)
     out = []
