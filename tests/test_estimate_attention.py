@@ -83,3 +83,14 @@ def test_ulysses_all_to_alls_cost_their_bytes_at_the_calibrated_rate(monkeypatch
     before = predict.step_time(setup, 1)                   # forward, backward and the checkpointed recompute
     monkeypatch.setattr(predict, "ULYSSES_BYTES_PER_S", 2 * ULYSSES_BYTES_PER_S)
     assert before - predict.step_time(setup, 1) == pytest.approx(handed / (2 * ULYSSES_BYTES_PER_S))
+
+
+def test_a_sweep_prices_each_layout_and_keeps_dense_attention_beside_a_faster_sparse_one(tmp_path):
+    out = CliRunner().invoke(cli, [
+        "sweep", "--model", "llama-1b", "--seq-len", "32768", "--set", "max_position_embeddings=32768", "--act-ckpt",
+        "on", "--loss", "tiled", "--zero", "2", "--micro-batch", "1", "--sparse-attention", "none,bigbird",
+        "--sparse-set", "block=128", "--estimate-gpu", "h100-80gb", "--dry-run", "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 0, out.output
+    assert [line for line in out.output.splitlines() if line[:4].strip().rstrip(".").isdigit()] == [
+        "  1. z2 bf16 ckpt sparse=bigbird  (micro-batch 1; predicted up to 34,603 tokens/s)",
+        "  2. z2 bf16 ckpt  (micro-batch 1; predicted up to 20,553 tokens/s)"]  # 41% slower, a model of its own

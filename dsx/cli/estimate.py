@@ -193,7 +193,7 @@ def _sparse_tile_fraction(word: str | None, sets: tuple[str, ...], resolved, att
     """The share of dense attention's tiles the --sparse-attention layout keeps on a GPU (dsx run's decision,
     dsx.sparse.planning.decide), or None for dense attention (none, auto predicted slower, no flag)."""
     from dsx.run import RunRefused
-    from dsx.sparse.planning import decide
+    from dsx.sparse.planning import decide, tile_fraction_of
     from dsx.sparse.spec import SparseRequestError, resolve_block
 
     try:
@@ -208,7 +208,7 @@ def _sparse_tile_fraction(word: str | None, sets: tuple[str, ...], resolved, att
     except SparseRequestError as exc:
         raise RunRefused(str(exc)) from None
     notes += decision.notes
-    return decision.info["tile_fraction"] if decision.info["applied"] else None
+    return tile_fraction_of(decision)
 
 
 def _gib(n: float) -> str:

@@ -32,6 +32,12 @@ class SparseDecision:
     notes: list[str] = field(default_factory=list)
 
 
+def tile_fraction_of(decision: SparseDecision | None) -> float | None:
+    """The share of dense attention's 128-token tiles a run's layout keeps (dsx.estimate prices FlexAttention by it);
+    None where the run attends densely (no request, `none`, or `auto` predicted slower)."""
+    return decision.info["tile_fraction"] if decision is not None and decision.info.get("applied") else None
+
+
 def _check_ranges(block: Any, nb: int, origin: str) -> None:
     """What DeepSpeed would silently wrap or ignore at nb blocks, refused."""
     def bad(key: str, problem: str) -> SparseRequestError:

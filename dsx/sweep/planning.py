@@ -95,6 +95,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
     configuration gets the grad-accum the estimate picks (dsx.sweep.space.choose_grad_accum)."""
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.fit import host_capacity, nvme_capacity
+    from dsx.sparse.planning import tile_fraction_of
     from dsx.run import RunRefused, resolve_trial
 
     kind = GPUS[gpu]
@@ -121,6 +122,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                          loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
                          liger=configuration.kernels == "liger", fp8=configuration.fp8,
+                         sparse_tile_fraction=tile_fraction_of(trial.sparse),
                          ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
         try:
             if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
@@ -157,9 +159,12 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
         plans.append(item)
     if spec.search == "default":
         _skip_twins(plans)
-    fastest = max((p for p in plans if p.skip is None and p.tokens_per_s), key=lambda p: p.tokens_per_s,
-                  default=None)
     for item in plans:
+        # against the fastest that trains the same model: each sparse layout is a model of its own, and dense
+        # attention is not pruned for a sparse layout predicted faster (a sweep changes how, not what, it trains)
+        fastest = max((p for p in plans if p.skip is None and p.tokens_per_s
+                       and _attention(p.configuration) == _attention(item.configuration)),
+                      key=lambda p: p.tokens_per_s, default=None)
         if item.skip is None and item.tokens_per_s and fastest and \
                 item.tokens_per_s < (1 - spec.keep_within) * fastest.tokens_per_s:
             slower = 1 - item.tokens_per_s / fastest.tokens_per_s
@@ -171,6 +176,11 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
         for item in [p for p in ordered if p.skip is None][spec.top:]:
             item.skip = f"beyond --top {spec.top} (predicted {item.tokens_per_s or 0:,.0f} tokens/s)"
     return ordered
+
+
+def _attention(configuration: Configuration) -> str:
+    """The attention a configuration trains with: 'dense', or its --sparse-attention word."""
+    return "dense" if configuration.sparse in (None, "none", "dense") else configuration.sparse
 
 
 def _grad_accum(spec: SweepSpec, setup, first: int) -> int:
