@@ -34,8 +34,8 @@ def test_long_sequences_are_predicted_within_15_percent_of_the_rows(path):
 
 def test_a_rows_sparse_layout_is_estimated_with_the_tiles_it_kept():
     dense4, sparse4, sparse1 = _rows("bench/multigpu/rows/sparse-sp4.jsonl")
-    assert setup_of_row(dense4).sparse_tile_fraction is None
-    assert setup_of_row(sparse4).sparse_tile_fraction == sparse4["sparse_attention"]["tile_fraction"]
+    assert setup_of_row(dense4).sparse_kept_tiles is None
+    assert setup_of_row(sparse4).sparse_kept_tiles == 3069  # bigbird: ~3 of each row's 1,024 causal tiles
     one = estimate(setup_of_row(sparse1), search_max=False).tokens_per_s
     assert abs(one / sparse1["figures"]["tokens_per_s"] - 1) < 0.05
 

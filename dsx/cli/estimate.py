@@ -157,8 +157,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
             loss_tile = liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size,
                                            batch.train_micro_batch_size_per_gpu * resolved.seq_len)
         warnings += kernel_notes
-        sparse_tile = _sparse_tile_fraction(sparse_attention, sparse_sets, resolved, attn,
-                                            batch.train_micro_batch_size_per_gpu, warnings)
+        sparse_tiles = _sparse_kept_tiles(sparse_attention, sparse_sets, resolved, attn,
+                                          batch.train_micro_batch_size_per_gpu, warnings)
     except RunRefused as exc:
         raise click.UsageError(str(exc)) from None
     except (BatchError, TypeError) as exc:
@@ -170,7 +170,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   pipeline_partition=pipeline.partition if pipeline else "parameters", compile=compile_,
                   loss_tile_tokens=loss_tile, sequence_parallel=sequence, act_ckpt_offload=act_ckpt_offload,
                   tiled_mlp=tiled_mlp, host_memory=assumed.host_memory, liger=bool(plan and plan.liger),
-                  fp8=plan.fp8 if plan else None, sparse_tile_fraction=sparse_tile,
+                  fp8=plan.fp8 if plan else None, sparse_kept_tiles=sparse_tiles,
                   nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
     try:
         result = estimate(setup)
@@ -188,12 +188,12 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     click.echo(render_comm(comm, result.params))
 
 
-def _sparse_tile_fraction(word: str | None, sets: tuple[str, ...], resolved, attn: str, micro_batch: int,
-                          notes: list[str]) -> float | None:
-    """The share of dense attention's tiles the --sparse-attention layout keeps on a GPU (dsx run's decision,
-    dsx.sparse.planning.decide), or None for dense attention (none, auto predicted slower, no flag)."""
+def _sparse_kept_tiles(word: str | None, sets: tuple[str, ...], resolved, attn: str, micro_batch: int,
+                       notes: list[str]) -> int | None:
+    """The tiles a head's --sparse-attention layout keeps on a GPU (dsx run's decision, dsx.sparse.planning.decide),
+    or None for dense attention (none, auto predicted slower, no flag)."""
     from dsx.run import RunRefused
-    from dsx.sparse.planning import decide, tile_fraction_of
+    from dsx.sparse.planning import decide, kept_tiles_per_head
     from dsx.sparse.spec import SparseRequestError, resolve_block
 
     try:
@@ -208,7 +208,7 @@ def _sparse_tile_fraction(word: str | None, sets: tuple[str, ...], resolved, att
     except SparseRequestError as exc:
         raise RunRefused(str(exc)) from None
     notes += decision.notes
-    return tile_fraction_of(decision)
+    return kept_tiles_per_head(decision.info, resolved.seq_len)
 
 
 def _gib(n: float) -> str:

@@ -18,6 +18,7 @@ def gpu_kind_of(gpu_name: str | None) -> GpuKind | None:
 def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
     """The Setup a result row ran (EstimateError when the row's GPU has no kind or the model is unknown)."""
     from dsx.models import ModelError, resolve_model
+    from dsx.sparse.planning import kept_tiles_per_head
 
     kind = kind or gpu_kind_of(row.get("gpu_name"))
     if kind is None:
@@ -31,7 +32,6 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
     toggles = row.get("toggles") or {}
     pipeline = row.get("pipeline") or {}
     group = ulysses_group(row["ds_config"])  # a Ulysses rank holds 1/group of the sequence
-    sparse = row.get("sparse_attention") or {}
     return Setup(resolved=resolved, ds_config=row["ds_config"], world_size=row["world_size"],
                  micro_batch=row["micro_batch"], grad_accum=row.get("grad_accum", 1),
                  attn=toggles.get("attn", "sdpa"), act_ckpt=bool(toggles.get("act_ckpt")), gpu=kind,
@@ -41,7 +41,7 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")),
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
                  sequence_parallel=group if group > 1 else None,
-                 sparse_tile_fraction=sparse.get("tile_fraction") if sparse.get("applied") else None)
+                 sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len))
 
 
 def _loss_tile(row: dict, resolved) -> int | None:

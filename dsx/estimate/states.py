@@ -58,9 +58,9 @@ class Setup:
     """--kernels liger: Liger's kernels run (its fused loss is priced through loss_tile_tokens)."""
     fp8: str | None = None
     """--fp8 RECIPE: torchao's float8 training of the decoder's linear layers."""
-    sparse_tile_fraction: float | None = None
-    """--sparse-attention: the share of dense attention's 128-token tiles the layout keeps (dsx.sparse's
-    tile_fraction); None: dense attention."""
+    sparse_kept_tiles: int | None = None
+    """--sparse-attention: the 128-token tiles a head's layout keeps (dsx.sparse.planning.kept_tiles_per_head);
+    None: dense attention."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:
@@ -258,7 +258,7 @@ def attention_seconds(setup: Setup, micro_batch: int, grad_accum: int) -> float:
     products run at the calibrated achieved fraction. A Ulysses rank attends with heads / N heads over the whole
     sequence. Eager attention (--attn eager) materialises the scores: its FLOPs run at compute_rate."""
     from dsx.flops import attention_flops_per_token, attention_layers
-    from dsx.sparse.predict import dense_ms, dense_tiles, flex_ms
+    from dsx.sparse.predict import dense_ms, flex_ms
 
     resolved = setup.resolved
     recompute = 4.0 / 3.0 if setup.act_ckpt else 1.0
@@ -268,9 +268,8 @@ def attention_seconds(setup: Setup, micro_batch: int, grad_accum: int) -> float:
         return attention_flops_per_token(resolved) * tokens * recompute / compute_rate(setup)
     seq, heads = resolved.seq_len, resolved.num_heads // sequence_parallel
     causal = resolved.task == "causal-lm"
-    if setup.sparse_tile_fraction is not None:
-        kept = round(setup.sparse_tile_fraction * dense_tiles(seq, causal) * heads)
-        per_call_ms = flex_ms(seq, heads, 1, kept)
+    if setup.sparse_kept_tiles is not None:
+        per_call_ms = flex_ms(seq, heads, 1, setup.sparse_kept_tiles * heads)
     else:
         per_call_ms = dense_ms(seq, heads, 1, causal)
     calls = attention_layers(resolved) * micro_batch * grad_accum

@@ -32,10 +32,13 @@ class SparseDecision:
     notes: list[str] = field(default_factory=list)
 
 
-def tile_fraction_of(decision: SparseDecision | None) -> float | None:
-    """The share of dense attention's 128-token tiles a run's layout keeps (dsx.estimate prices FlexAttention by it);
-    None where the run attends densely (no request, `none`, or `auto` predicted slower)."""
-    return decision.info["tile_fraction"] if decision is not None and decision.info.get("applied") else None
+def kept_tiles_per_head(info: dict | None, seq_len: int) -> int | None:
+    """The 128-token tiles a head's layout keeps at `seq_len`, from a decision's info (a row's sparse_attention):
+    dsx.estimate prices FlexAttention by them. None where the run attends densely (no request, `none`, or `auto`
+    predicted slower)."""
+    if not info or not info.get("applied"):
+        return None
+    return round(info["tile_fraction"] * predict.dense_tiles(seq_len, bool(info.get("causal"))))
 
 
 def _check_ranges(block: Any, nb: int, origin: str) -> None:

@@ -95,7 +95,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
     configuration gets the grad-accum the estimate picks (dsx.sweep.space.choose_grad_accum)."""
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
     from dsx.fit import host_capacity, nvme_capacity
-    from dsx.sparse.planning import tile_fraction_of
+    from dsx.sparse.planning import kept_tiles_per_head
     from dsx.run import RunRefused, resolve_trial
 
     kind = GPUS[gpu]
@@ -122,7 +122,8 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                          loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
                          liger=configuration.kernels == "liger", fp8=configuration.fp8,
-                         sparse_tile_fraction=tile_fraction_of(trial.sparse),
+                         sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info,
+                                                               trial.resolved.seq_len),
                          ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
         try:
             if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
