@@ -361,3 +361,24 @@ def test_zero3_under_checkpointing_fetches_every_use_again_in_the_recomputed_for
 def test_zero3_does_not_fetch_what_the_persistence_threshold_keeps_whole():
     config = zero(3, stage3_param_persistence_threshold=250_000)
     assert zero3_fetches_per_micro_batch(config, FETCH_FACTS, act_ckpt=False) == 1.0
+
+
+def test_ulysses_reduces_gradients_in_fp32_and_adds_its_all_to_alls():
+    """The 4 x H100 Ulysses row (llama-1b, 65,536 tokens, ZeRO-2, bf16, comms logger on): DeepSpeed's engine
+    reduces gradients in seq_parallel_communication_data_type (fp32 unless set), so 4 bytes a parameter all-reduced
+    twice, bf16 parameters gathered after the step, and the all-to-alls; the rest (32 small all-gathers of the
+    losses, 16.8 MB) is not predicted."""
+    from dsx.comm.predict import ulysses_all_to_all_bytes
+    from dsx.results import read_rows
+
+    row = [r for r in read_rows(ROOT / "bench/multigpu/rows/long4.jsonl")
+           if r["status"] == "ok" and r["world_size"] == 4 and r["comm"]["bytes_per_step"]][0]
+    resolved = resolve_model("llama-1b", row["model"]["overrides"], seq_len=row["model"]["seq_len"])
+    a2a = ulysses_all_to_all_bytes(resolved, 1, 1, 4, 2, True)
+    predicted = predict(row["ds_config"], param_facts(resolved), 4, 1, all_to_all_bytes=a2a)
+    n = param_facts(resolved).total
+    assert predicted.parts == {"gradients": 2 * 4 * n, "parameters (all-gather after the step)": 2 * n,
+                               "Ulysses all-to-alls": 8_053_063_680}
+    assert predicted.bytes_per_step == pytest.approx(row["comm"]["bytes_per_step"], rel=1e-3)
+    assert predict({**row["ds_config"], "seq_parallel_communication_data_type": "bf16"}, param_facts(resolved),
+                   4).parts["gradients"] == 2 * 2 * n

@@ -207,6 +207,8 @@ def test_ulysses_over_two_ranks_trains_the_same_model_as_one_replica(tmp_path, z
     assert candidate.parity.verdict == "same" and candidate.parity.max_abs_diff < 1e-5
     a2a = [note for note in candidate.comm.notes if note.startswith("Ulysses all-to-alls: ")]
     assert len(a2a) == 1 and "predicted (x1.00;" in a2a[0]
+    assert candidate.comm.predicted.parts["Ulysses all-to-alls"] > 0  # ZeRO over both ranks, and the all-to-alls
+    assert candidate.comm.predicted.bytes_per_step == pytest.approx(candidate.comm.bytes_per_step, rel=0.02)
 
 
 @pytest.mark.slow

@@ -179,7 +179,9 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     result.notes[:0] = warnings
     from dsx.comm import param_facts, predict
 
-    comm = predict(config, param_facts(resolved), gpus, setup.grad_accum)
+    from dsx.estimate.predict import ulysses_bytes
+
+    comm = predict(config, param_facts(resolved), gpus, setup.grad_accum, all_to_all_bytes=ulysses_bytes(setup))
     if as_json:
         click.echo(json.dumps({"model": resolved.describe(), **result.as_dict(), "assumed": assumed.as_dict(),
                                "comm": comm.as_dict()}, indent=2))

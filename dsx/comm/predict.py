@@ -44,7 +44,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.config_facts import ONEBIT, precision_of, zero_stage
+from dsx.config_facts import ONEBIT, precision_of, ulysses_group, zero_stage
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
@@ -124,10 +124,14 @@ def _truthy(value) -> bool:
 
 
 def _dtype_bytes(config: dict) -> tuple[int, int]:
-    """(g, p): bytes of a communicated gradient element and of a parameter element."""
+    """(g, p): bytes of a communicated gradient element and of a parameter element. Under Ulysses DeepSpeed's engine
+    reduces gradients in seq_parallel_communication_data_type instead (default fp32: 4.00 bytes a parameter logged
+    on 4 H100s, bench/multigpu/rows/long4.jsonl)."""
     precision = precision_of(config)
     p = ELEMENT_BYTES.get(precision, 4)
     comm = str(config.get("communication_data_type") or "").lower()
+    if ulysses_group(config) > 1:
+        comm = str(config.get("seq_parallel_communication_data_type") or "fp32").lower()
     g = ELEMENT_BYTES.get({"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(comm, comm), p)
     return g, p
 
@@ -166,8 +170,10 @@ def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts, act_ckpt: boo
 
 
 def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 1,
-            ranks_per_node: int | None = None) -> CommPrediction:
-    """The volume one rank moves per optimizer step under `config` (see the module's docstring)."""
+            ranks_per_node: int | None = None, all_to_all_bytes: float = 0.0) -> CommPrediction:
+    """The volume one rank moves per optimizer step under `config` (see the module's docstring); all_to_all_bytes:
+    Ulysses' all-to-alls (ulysses_all_to_all_bytes), added as a part of their own. Under Ulysses ZeRO partitions and
+    reduces over every rank of the world (DeepSpeed's sequence-data-parallel group)."""
     n = facts.total
     g, p = _dtype_bytes(config)
     stage = zero_stage(config)
@@ -223,6 +229,8 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
         if hpz > 1:
             notes.append(f"hpZ: backward gathers within groups of {hpz} ranks: the same volume, less of it between "
                          "nodes")
+    if all_to_all_bytes:
+        parts["Ulysses all-to-alls"] = float(all_to_all_bytes)
     total = float(sum(parts.values()))
     return CommPrediction(bytes_per_step=total, paper_bytes_per_step=paper, parts=parts,
                           compressed_bytes_per_step=compressed, notes=notes)
