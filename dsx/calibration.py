@@ -195,7 +195,9 @@ rows and every other Ulysses row are judged."""
 
 ULYSSES_BYTES_PER_S = 6.11e10
 """Bytes a Ulysses rank hands its all-to-alls per second of step time: the group's step less its other terms (x the
-one-rank row's measured / predicted), over the bytes (bench/estimator/calibrate.py: calibrate_ulysses)."""
+one-rank row's measured / predicted), over the bytes (bench/estimator/calibrate.py: calibrate_ulysses). What ZeRO-2's
+reduction over the group adds at the step's end (12.4 GB a step there against the all-to-alls' 16.1 GB) is folded in:
+one pair cannot separate the two, so the rate is the all-to-alls' with the ZeRO-2 traffic that comes with them."""
 
 
 # --- torch.compile (DeepSpeed's engine.compile(), `dsx run --compile`) ------------------------------------------
