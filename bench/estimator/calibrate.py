@@ -24,7 +24,7 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, ULYSSES_BYTES_PER_S,
                              ULYSSES_FILE, ULYSSES_RUN_IDS, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
-from dsx.estimate.predict import zero3_fetch_seconds, zero3_fetches_per_step
+from dsx.estimate.predict import ulysses_bytes, ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_param_tensors, count_params
@@ -227,8 +227,6 @@ def calibrate_ulysses(rows: list[dict]) -> float:
     """ULYSSES_BYTES_PER_S from the ULYSSES_RUN_IDS pair of `rows` (one configuration over a Ulysses group and on one
     rank): the group's measured step less its other predicted terms, those scaled by the one-rank row's measured /
     predicted step (its error is the model's, not the all-to-alls'), is the all-to-alls' time; their bytes over it."""
-    from dsx.estimate.predict import ulysses_bytes, ulysses_seconds
-
     by_id = {row["run_id"]: row for row in rows}
     missing = [role for role, run_id in ULYSSES_RUN_IDS.items() if run_id not in by_id]
     if missing:

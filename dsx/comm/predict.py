@@ -236,6 +236,15 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
                           compressed_bytes_per_step=compressed, notes=notes)
 
 
+def ulysses_bytes_of(config: dict, resolved, micro_batch: int, grad_accum: int, act_ckpt: bool) -> float:
+    """ulysses_all_to_all_bytes for a run of `config` (its sequence_parallel_size and precision); 0 without Ulysses."""
+    size = ulysses_group(config)
+    if size < 2:
+        return 0.0
+    return ulysses_all_to_all_bytes(resolved, micro_batch, grad_accum, size, ELEMENT_BYTES.get(precision_of(config), 4),
+                                    act_ckpt)
+
+
 def ulysses_all_to_all_bytes(resolved, micro_batch: int, grad_accum: int, size: int, dtype_bytes: int,
                              act_ckpt: bool) -> float:
     """Bytes one rank hands DeepSpeed's Ulysses all-to-alls per optimizer step (as the comms logger logs them: each

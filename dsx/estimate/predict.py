@@ -160,13 +160,11 @@ def zero3_fetch_seconds(setup: Setup) -> float:
 
 def ulysses_bytes(setup: Setup) -> float:
     """Bytes a rank hands Ulysses' all-to-alls per optimizer step (dsx.comm.predict's count); 0 without Ulysses."""
-    if not setup.sequence_parallel or setup.sequence_parallel < 2:
+    if not setup.sequence_parallel:
         return 0.0
-    from dsx.comm.predict import ulysses_all_to_all_bytes
+    from dsx.comm.predict import ulysses_bytes_of
 
-    dtype_bytes = 4 if precision_of(setup.ds_config) == "fp32" else 2
-    return ulysses_all_to_all_bytes(setup.resolved, setup.micro_batch, setup.grad_accum, setup.sequence_parallel,
-                                    dtype_bytes, setup.act_ckpt)
+    return ulysses_bytes_of(setup.ds_config, setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt)
 
 
 def ulysses_seconds(setup: Setup) -> float:

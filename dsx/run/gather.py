@@ -271,19 +271,16 @@ def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Fig
     """The row's `comm` (dsx.comm): the ranks' counts, with dsx.comm.predict's figure for this config and model (not
     for a pipeline, whose stages also send activations; its all-gathers span a data-parallel group)."""
     from dsx.comm import comm_of, param_facts, predict
+    from dsx.comm.predict import ulysses_bytes_of
     from dsx.results import CommPredicted
-
-    from dsx.comm.predict import ulysses_all_to_all_bytes
 
     replicas = data_parallel(prepared)
     per_node = max(len(s) for s in prepared.layout.selection.values()) if prepared.layout is not None else None
-    size = (prepared.rank_plan.sequence_parallel or 0) if prepared.rank_plan is not None else 0
-    size = size if size > 1 else None
-    expected = ulysses_all_to_all_bytes(prepared.resolved, prepared.micro_batch, prepared.grad_accum, size,
-                                        4 if prepared.precision == "fp32" else 2, _act_ckpt(prepared)) if size else 0.0
+    expected = ulysses_bytes_of(prepared.ds_config, prepared.resolved, prepared.micro_batch, prepared.grad_accum,
+                                _act_ckpt(prepared))
     predicted = None
     try:
-        if replicas == prepared.world_size or size:  # Ulysses: ZeRO spans every rank, and the all-to-alls
+        if replicas == prepared.world_size or expected:  # Ulysses: ZeRO spans every rank, and the all-to-alls
             predicted = CommPredicted(**predict(prepared.ds_config, param_facts(prepared.resolved),
                                                 prepared.world_size, prepared.grad_accum, per_node,
                                                 all_to_all_bytes=expected).as_dict())
@@ -291,7 +288,7 @@ def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Fig
         prepared.notes.append(f"communication prediction unavailable: {exc}")
     times = figures.step_time_s.all if figures.step_time_s else None
     comm = comm_of(ranks, replicas, prepared.params, times, predicted)
-    if size and comm.collectives.get("all_to_all_single"):
+    if expected and comm.collectives.get("all_to_all_single"):
         measured = comm.collectives["all_to_all_single"].bytes_per_step
         comm.notes.append(f"Ulysses all-to-alls: {measured:,.0f} bytes/step measured, {expected:,.0f} predicted "
                           f"(x{measured / expected:.2f}; dsx.comm.predict.ulysses_all_to_all_bytes)")
