@@ -1,5 +1,6 @@
 """bench/sparse/h100.sh's logic on CPU ranks: a tiny plan through the real script (its GPU prelude replaced by a stub
-that installs nothing), rows written as the points end, points past the budget skipped with a line, the summary."""
+that installs nothing), rows written as the points end, a line's extra flags given to its point only, points past the
+budget skipped with a line, the summary."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ show_log() { grep -E '^\\+|^exit|^skip' "$log"; }
 @pytest.mark.deepspeed
 def test_the_script_runs_its_plan_in_order_within_the_budget(tmp_path):
     (tmp_path / "prelude.sh").write_text(STUB_PRELUDE)
-    (tmp_path / "plan.txt").write_text("# tiny\ngpt2-tiny 64 dense 30\ngpt2-tiny 64 bigbird+compile 60\n"
+    (tmp_path / "plan.txt").write_text("# tiny\ngpt2-tiny 64 dense 30 --no-comm-log\ngpt2-tiny 64 bigbird+compile 60\n"
                                        "gpt2-tiny 128 bigbird 900\n")
     out = tmp_path / "out"
     env = {**os.environ, "PRELUDE": str(tmp_path / "prelude.sh"), "PLAN": str(tmp_path / "plan.txt"),
@@ -40,6 +41,7 @@ def test_the_script_runs_its_plan_in_order_within_the_budget(tmp_path):
     assert rows[1]["sparse_attention"]["params"]["block"] == 16
     assert "--set attn_pdrop=0" in " ".join(rows[1]["command"])
     assert [r["toggles"]["compile"] for r in rows] == [False, True]
+    assert ["--no-comm-log" in r["command"] for r in rows] == [True, False]
     assert "skip gpt2-tiny 128 bigbird: 900 s expected" in result.stdout
     summary = (out / "summary.md").read_text()
     assert "| gpt2-tiny | 64 | bigbird | yes | no | 16 |" in summary

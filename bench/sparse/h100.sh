@@ -9,7 +9,8 @@
 # FlexAttention. The points run in the order of bench/sparse/plan.txt (the target - 32k - first), each only while
 # BUDGET_S seconds (default 450) are not spent, so a cut command still leaves the most important rows: they are
 # appended to $OUT/runs.jsonl as each run ends; the log is $OUT/h100.log, the table $OUT/summary.md.
-# PLAN=FILE runs another plan (lines: MODEL SEQ MODE[+compile] [EXPECTED_S]; tests run a tiny one on CPU ranks);
+# PLAN=FILE runs another plan (lines: MODEL SEQ MODE[+compile] [EXPECTED_S [FLAG ...]], the flags added to that point's
+# `dsx run`, after the common ones; tests run a tiny one on CPU ranks);
 # STEPS and WARMUP set the timed and warm-up steps of every point (default 3 and 2); CKPT_FROM the sequence length
 # from which activation checkpointing is on (default 16384).
 set -uo pipefail
@@ -40,7 +41,7 @@ mode_args() {  # mode_args MODE[+compile]: the attention flags of one point (+co
 }
 
 started=$SECONDS
-while read -r model seq mode expected; do
+while read -r model seq mode expected extra; do
   [ -z "$model" ] || [ "${model:0:1}" = "#" ] && continue
   expected=${expected:-90}
   if (( SECONDS - started + expected > budget )); then
@@ -50,9 +51,9 @@ while read -r model seq mode expected; do
   fi
   ckpt=()
   (( seq >= ${CKPT_FROM:-16384} )) && ckpt=(--act-ckpt)
-  # shellcheck disable=SC2046  # model_args and mode_args print flags
+  # shellcheck disable=SC2046,SC2086  # model_args and mode_args print flags, a plan line's extra flags are words
   run $(( expected * 3 )) python3 -m dsx run "${common[@]}" $(model_args "$model" "$seq") --seq-len "$seq" \
-    "${ckpt[@]}" $(mode_args "$mode") </dev/null
+    "${ckpt[@]}" $(mode_args "$mode") ${extra:-} </dev/null
 done < "${PLAN:-bench/sparse/plan.txt}"
 python3 bench/sparse/summary.py "$res" >"$out/summary.md" 2>>"$log"
 cat "$out/summary.md" >>"$log"

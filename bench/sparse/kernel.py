@@ -4,9 +4,12 @@ shape of one gpt2-medium layer (batch 1, 16 heads, head dim 64, bf16): the kerne
 it, to tell the kernel's speed-up from the end-to-end one (bench/sparse/README.md). CUDA only.
 
     PYTHONPATH=. python3 bench/sparse/kernel.py [--mode MODE] [SEQ ...]   (default 4096 8192 16384 32768 65536)
+    PYTHONPATH=. python3 bench/sparse/kernel.py --variants [--mode MODE] SEQ
 
 Per sequence length: warm-up (compilation) then 20 timed calls between device synchronisations, median; one JSON
-line each, then a table."""
+line each, then a table. --variants times FlexAttention's own settings at one length instead (VARIANTS: its
+kernel_options, and inductor's max-autotune over its tile configurations), each against the default settings' output
+and gradients (largest absolute difference), to tell whether dsx leaves kernel speed on the table."""
 
 from __future__ import annotations
 
@@ -35,6 +38,64 @@ def timed(fn, repeats: int = 20) -> float:
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+VARIANTS = (  # (label, FlexAttention kernel_options, torch.compile mode)
+    ("default", {}, None),
+    ("ROWS_GUARANTEED_SAFE", {"ROWS_GUARANTEED_SAFE": True}, None),
+    ("USE_TMA", {"USE_TMA": True}, None),
+    ("fwd 128x64", {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 64}, None),
+    ("fwd 128x128 w8", {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 128, "fwd_num_warps": 8}, None),
+    ("bwd 64/128/128/64 w8", {"bwd_BLOCK_M1": 64, "bwd_BLOCK_N1": 128, "bwd_BLOCK_M2": 128, "bwd_BLOCK_N2": 64,
+                              "bwd_num_warps": 8}, None),
+    ("bwd 32/64/64/32", {"bwd_BLOCK_M1": 32, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 32}, None),
+    ("max-autotune", {}, "max-autotune-no-cudagraphs"),
+)
+
+
+def variants(seq: int, mode: str) -> None:
+    """FlexAttention's settings at one length, each against the default settings (time, output, gradients)."""
+    import random
+
+    from torch.nn.attention.flex_attention import flex_attention
+
+    device = torch.device("cuda")
+    layout = make_layout(block_model({"mode": mode, "block": BLOCK}), HEADS, seq, rng=random.Random(1234),
+                         compact=True)
+    sparse = SparseAttention(layout=layout, block=BLOCK, unidirectional=False, kernel="flex")
+    block_mask = sparse.block_mask(seq, device, True)
+    q, k, v = (torch.randn(1, HEADS, seq, HEAD_DIM, device=device, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    grad = torch.randn(1, HEADS, seq, HEAD_DIM, device=device, dtype=torch.bfloat16)
+    reference = None
+    for label, options, compile_mode in VARIANTS:
+        torch._dynamo.reset()
+        attend = torch.compile(flex_attention, dynamic=False, mode=compile_mode)
+        result = {"seq": seq, "mode": mode, "variant": label, "kernel_options": options, "compile_mode": compile_mode,
+                  "torch": torch.__version__, "gpu": torch.cuda.get_device_name(device)}
+
+        def call():
+            for t in (q, k, v):
+                t.grad = None
+            out = attend(q, k, v, block_mask=block_mask, scale=HEAD_DIM ** -0.5, kernel_options=options or None)
+            out.backward(grad)
+            return out
+
+        try:
+            result["flex_ms"] = timed(call) * 1e3
+            out = call().detach()
+            grads = [t.grad.detach().clone() for t in (q, k, v)]
+            if reference is None:
+                reference = (out, grads)
+            result["max_abs_diff"] = max(float((a.float() - b.float()).abs().max())
+                                         for a, b in zip([out, *grads], [reference[0], *reference[1]]))
+            result["vs_default"] = VARIANT_BASE.setdefault(seq, result["flex_ms"]) / result["flex_ms"]
+        except Exception as error:  # noqa: BLE001 - an invalid setting is a row, not the end of the sweep
+            result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+        print(json.dumps(result), flush=True)
+
+
+VARIANT_BASE: dict[int, float] = {}
 
 
 def main(seqs: list[int], mode: str = "bigbird") -> None:
@@ -72,7 +133,13 @@ def main(seqs: list[int], mode: str = "bigbird") -> None:
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    chosen = "bigbird"
+    chosen, many = "bigbird", False
+    if argv[:1] == ["--variants"]:
+        many, argv = True, argv[1:]
     if argv[:1] == ["--mode"]:
         chosen, argv = argv[1], argv[2:]
+    if many:
+        for length in [int(x) for x in argv] or [32768]:
+            variants(length, chosen)
+        sys.exit(0)
     main([int(x) for x in argv] or [4096, 8192, 16384, 32768, 65536], chosen)
