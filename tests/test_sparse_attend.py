@@ -339,3 +339,21 @@ def test_a_ulysses_ranks_head_slice_attends_as_those_heads_of_the_whole(per_head
     assert whole.heads_of(1, 2).layout.shape[0] == (2 if per_head else 1)
     if per_head:  # else a slice taken from the wrong heads would pass too
         assert not torch.equal(whole.layout[:2], whole.layout[2:])
+
+
+def test_measured_flexattention_tiles_apply_to_hopper_bf16_head_dim_64_only():
+    from dsx.sparse.attention import tuned_tiles
+
+    hopper = tuned_tiles((9, 0), "bfloat16", 64)
+    assert (hopper["fwd_BLOCK_M"], hopper["fwd_BLOCK_N"], hopper["bwd_BLOCK_N1"], hopper["bwd_num_warps"]) == (
+        64, 128, 64, 4)
+    assert [tuned_tiles(*key) for key in (((8, 0), "bfloat16", 64), ((9, 0), "float16", 64),
+                                          ((9, 0), "bfloat16", 128))] == [None, None, None]
+
+
+def test_a_row_says_inductors_tiles_where_none_were_measured():
+    from dsx.sparse.attention import flex_kernel_options, tiles_note
+
+    assert tiles_note("cpu", "bfloat16", 64) == (
+        "FlexAttention tiles: inductor's defaults (none measured for this GPU, bfloat16, head dim 64)")
+    assert flex_kernel_options(torch.zeros(1, 1, 4, 64)) is None

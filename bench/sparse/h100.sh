@@ -9,8 +9,9 @@
 # FlexAttention. The points run in the order of bench/sparse/plan.txt (the target - 32k - first), each only while
 # BUDGET_S seconds (default 450) are not spent, so a cut command still leaves the most important rows: they are
 # appended to $OUT/runs.jsonl as each run ends; the log is $OUT/h100.log, the table $OUT/summary.md.
-# PLAN=FILE runs another plan (lines: MODEL SEQ MODE[+compile] [EXPECTED_S [FLAG ...]], the flags added to that point's
-# `dsx run`, after the common ones; tests run a tiny one on CPU ranks);
+# PLAN=FILE runs another plan (lines: MODEL SEQ MODE[+compile] [EXPECTED_S [NAME=VALUE ...] [FLAG ...]], the NAME=VALUE
+# words set in that point's environment, the flags added to its `dsx run` after the common ones; tests run a tiny
+# one on CPU ranks);
 # STEPS and WARMUP set the timed and warm-up steps of every point (default 3 and 2); CKPT_FROM the sequence length
 # from which activation checkpointing is on (default 16384).
 set -uo pipefail
@@ -49,11 +50,14 @@ while read -r model seq mode expected extra; do
       >>"$log"
     continue
   fi
-  ckpt=()
+  ckpt=() envs=() flags=()
   (( seq >= ${CKPT_FROM:-16384} )) && ckpt=(--act-ckpt)
-  # shellcheck disable=SC2046,SC2086  # model_args and mode_args print flags, a plan line's extra flags are words
-  run $(( expected * 3 )) python3 -m dsx run "${common[@]}" $(model_args "$model" "$seq") --seq-len "$seq" \
-    "${ckpt[@]}" $(mode_args "$mode") ${extra:-} </dev/null
+  for word in ${extra:-}; do
+    if [[ $word =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$word"); else flags+=("$word"); fi
+  done
+  # shellcheck disable=SC2046  # model_args and mode_args print flags
+  run $(( expected * 3 )) env "${envs[@]}" python3 -m dsx run "${common[@]}" $(model_args "$model" "$seq") \
+    --seq-len "$seq" "${ckpt[@]}" $(mode_args "$mode") "${flags[@]}" </dev/null
 done < "${PLAN:-bench/sparse/plan.txt}"
 python3 bench/sparse/summary.py "$res" >"$out/summary.md" 2>>"$log"
 cat "$out/summary.md" >>"$log"

@@ -4,12 +4,14 @@ shape of one gpt2-medium layer (batch 1, 16 heads, head dim 64, bf16): the kerne
 it, to tell the kernel's speed-up from the end-to-end one (bench/sparse/README.md). CUDA only.
 
     PYTHONPATH=. python3 bench/sparse/kernel.py [--mode MODE] [SEQ ...]   (default 4096 8192 16384 32768 65536)
-    PYTHONPATH=. python3 bench/sparse/kernel.py --variants [--mode MODE] SEQ
+    PYTHONPATH=. python3 bench/sparse/kernel.py --variants [--mode MODE] SEQ ...
+    PYTHONPATH=. python3 bench/sparse/kernel.py --tiles [--mode MODE] SEQ ...
 
 Per sequence length: warm-up (compilation) then 20 timed calls between device synchronisations, median; one JSON
 line each, then a table. --variants times FlexAttention's own settings at one length instead (VARIANTS: its
 kernel_options, and inductor's max-autotune over its tile configurations), each against the default settings' output
-and gradients (largest absolute difference), to tell whether dsx leaves kernel speed on the table."""
+and gradients (largest absolute difference), to tell whether dsx leaves kernel speed on the table; --tiles only
+inductor's default tiles against dsx's (dsx.sparse.attention.TUNED_TILES, what a run uses on this GPU)."""
 
 from __future__ import annotations
 
@@ -50,14 +52,18 @@ VARIANTS = (  # (label, FlexAttention kernel_options, torch.compile mode)
                               "bwd_num_warps": 8}, None),
     ("bwd 32/64/64/32", {"bwd_BLOCK_M1": 32, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 32}, None),
     ("max-autotune", {}, "max-autotune-no-cudagraphs"),
+    ("dsx tiles", "dsx", None),
 )
+TILE_VARIANTS = ("default", "dsx tiles")
 
 
-def variants(seq: int, mode: str) -> None:
+def variants(seq: int, mode: str, labels: tuple[str, ...] | None = None) -> None:
     """FlexAttention's settings at one length, each against the default settings (time, output, gradients)."""
     import random
 
     from torch.nn.attention.flex_attention import flex_attention
+
+    from dsx.sparse.attention import tuned_tiles
 
     device = torch.device("cuda")
     layout = make_layout(block_model({"mode": mode, "block": BLOCK}), HEADS, seq, rng=random.Random(1234),
@@ -69,6 +75,10 @@ def variants(seq: int, mode: str) -> None:
     grad = torch.randn(1, HEADS, seq, HEAD_DIM, device=device, dtype=torch.bfloat16)
     reference = None
     for label, options, compile_mode in VARIANTS:
+        if labels is not None and label not in labels:
+            continue
+        if options == "dsx":
+            options = tuned_tiles(torch.cuda.get_device_capability(device), "bfloat16", HEAD_DIM) or {}
         torch._dynamo.reset()
         attend = torch.compile(flex_attention, dynamic=False, mode=compile_mode)
         result = {"seq": seq, "mode": mode, "variant": label, "kernel_options": options, "compile_mode": compile_mode,
@@ -133,13 +143,14 @@ def main(seqs: list[int], mode: str = "bigbird") -> None:
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    chosen, many = "bigbird", False
-    if argv[:1] == ["--variants"]:
-        many, argv = True, argv[1:]
+    chosen, many = "bigbird", None
+    if argv[:1] in (["--variants"], ["--tiles"]):
+        many, argv = (None if argv[0] == "--variants" else TILE_VARIANTS), argv[1:]
+        many = many or tuple(v[0] for v in VARIANTS)
     if argv[:1] == ["--mode"]:
         chosen, argv = argv[1], argv[2:]
     if many:
         for length in [int(x) for x in argv] or [32768]:
-            variants(length, chosen)
+            variants(length, chosen, many)
         sys.exit(0)
     main([int(x) for x in argv] or [4096, 8192, 16384, 32768, 65536], chosen)

@@ -8,9 +8,10 @@ from dsx.rank.faults import one_line
 from dsx.rank.protocol import FlopCheck, RankPlan, RankReport
 
 
-def attention(plan: RankPlan, resolved, report: RankReport, device=None) -> str:
+def attention(plan: RankPlan, resolved, report: RankReport, device=None, ds_config: dict | None = None) -> str:
     """The attn_implementation the rank builds with: --attn's, or dsx's block-sparse attention (registered here).
-    Compiled with FlexAttention, its masks are built here, on `device`, so the attention joins the model's graph."""
+    Compiled with FlexAttention, its masks are built here, on `device`, so the attention joins the model's graph.
+    The row says which FlexAttention tiles a CUDA rank uses (dsx.sparse.attention.TUNED_TILES or inductor's)."""
     if plan.sparse_attention is None:
         return plan.toggles.attn
     from dsx.sparse.attention import activate, from_plan
@@ -29,6 +30,12 @@ def attention(plan: RankPlan, resolved, report: RankReport, device=None) -> str:
     if plan.toggles.compile and sparse.kernel == "flex" and device is not None:
         sparse.prepare(resolved.seq_len, device)
         report.notes.append("FlexAttention runs inside the compiled graph (its BlockMasks built before compiling)")
+    if sparse.kernel == "flex" and device is not None and ds_config is not None:
+        from dsx.config_facts import precision_of
+        from dsx.sparse.attention import tiles_note
+
+        dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(precision_of(ds_config), "float32")
+        report.notes.append(tiles_note(device, dtype, resolved.head_dim))
     return attn
 
 
@@ -37,7 +44,7 @@ def build(plan: RankPlan, resolved, ds_config: dict, report: RankReport, device)
     about 25 s) or partitioned as it is made (ZeRO-3)."""
     from dsx.models import assume_unpacked_batches, build_model
 
-    attn = attention(plan, resolved, report, device)
+    attn = attention(plan, resolved, report, device, ds_config)
     if assume_unpacked_batches() and plan.toggles.compile and resolved.task == "causal-lm":
         report.notes.append("compiled with the plain causal mask (dsx.models.assume_unpacked_batches: a rank's batches "
                             "are one whole sequence per row), not transformers' full [B, 1, S, S] one")

@@ -13,6 +13,10 @@ AND real (not padded) key tokens. The same mask on both paths, so CPU tests chec
   from the layout directly (no evaluation of the mask over all S x S pairs) and shared by every layer.
 - CPU: FlexAttention has no backward on CPU (torch 2.13), so the layout is expanded to a [heads, S, S] boolean
   mask for torch.nn.functional.scaled_dot_product_attention: the same math, no speed-up.
+- Kernel tiles: FlexAttention's Triton kernels take their tile sizes from inductor's defaults unless told
+  (kernel_options); where dsx measured better ones (TUNED_TILES: on Hopper, bf16, head dim 64, inductor's
+  max-autotune's choice at 32k) it passes them (flex_kernel_options). DSX_FLEX_TILES=default keeps inductor's
+  defaults, for an A/B measurement (bench/sparse/tune32k.sh).
 
 Attention dropout is not applied: FlexAttention has none (transformers' own flex path refuses dropout > 0 too).
 dsx.sparse.planning refuses sparse attention for a model whose attention dropout is above 0, on both paths alike;
@@ -164,7 +168,7 @@ class SparseAttention:
                 from torch.nn.attention.flex_attention import flex_attention
 
                 return flex_attention(query, key, value, block_mask=ready, scale=scaling,
-                                      enable_gqa=heads != key.shape[1])
+                                      enable_gqa=heads != key.shape[1], kernel_options=flex_kernel_options(query))
             return self._flex(query, key, value, attention_mask, scaling, causal, heads != key.shape[1])
         if heads != key.shape[1]:
             from transformers.integrations.sdpa_attention import repeat_kv
@@ -195,6 +199,7 @@ class SparseAttention:
         device = torch.device(device)
         if device.type == "cuda" and device.index is None:  # attend looks masks up by the query's device, cuda:N
             device = torch.device("cuda", torch.cuda.current_device())
+        note_device(device)
         for causal in (True, False):
             self.block_mask(seq_len, device, causal)
 
@@ -205,6 +210,7 @@ class SparseAttention:
         from torch.nn.attention.flex_attention import create_block_mask
 
         seq_len = query.shape[2]
+        note_device(query.device)
         if attention_mask is None:
             block_mask = self.block_mask(seq_len, query.device, causal)
         else:  # padded keys (or transformers' full mask): built for this batch, every tile through the mask_mod
@@ -216,8 +222,9 @@ class SparseAttention:
 
             block_mask = create_block_mask(mask_mod, query.shape[0], self.layout.shape[0] if self.layout.shape[0] > 1
                                            else None, seq_len, seq_len, device=query.device, BLOCK_SIZE=TILE)
+        options = flex_kernel_options(query) if self.compile else None  # eager FlexAttention has no tiles
         return _flex_attention(self.compile)(query, key, value, block_mask=block_mask, scale=scaling,
-                                             enable_gqa=gqa)
+                                             enable_gqa=gqa, kernel_options=options)
 
 
 def _mask_key(seq_len: int, device, causal: bool) -> tuple:
@@ -231,6 +238,59 @@ def _ordered(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     counts = mask.sum(-1, dtype=torch.int32)
     indices = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True).to(torch.int32)
     return counts.unsqueeze(0), indices.unsqueeze(0)
+
+
+TUNED_TILES = {
+    # (compute capability, dtype, head dim): FlexAttention kernel_options. Hopper (H100, H200), bf16, head dim 64:
+    # what inductor's max-autotune chose for bigbird at 32,768 tokens on an H200 (bench/sparse/README.md,
+    # "FlexAttention's tiles"): forward 64x128 (3 stages, 4 warps), backward 64x64 (4 stages, 4 warps); the
+    # attention's forward + backward 2.26 -> 1.81 ms a layer. Inductor's defaults there: backward 64x128 with 8 warps.
+    ((9, 0), "bfloat16", 64): {"fwd_BLOCK_M": 64, "fwd_BLOCK_N": 128, "fwd_num_stages": 3, "fwd_num_warps": 4,
+                               "bwd_BLOCK_M1": 64, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 64,
+                               "bwd_num_stages": 4, "bwd_num_warps": 4},
+}
+
+
+def tuned_tiles(capability: tuple[int, int], dtype: str, head_dim: int) -> dict | None:
+    """The measured tile sizes for this GPU generation, dtype and head dim, or None (inductor's defaults)."""
+    found = TUNED_TILES.get((tuple(capability), dtype, head_dim))
+    return dict(found) if found is not None else None
+
+
+def flex_kernel_options(query) -> dict | None:
+    """kernel_options for FlexAttention on `query`'s device: TUNED_TILES where measured, else None. Read inside a
+    compiled graph, so it only looks up what note_device recorded outside it."""
+    capability = _CAPABILITY.get(str(query.device))
+    if capability is None:
+        return None
+    return tuned_tiles(capability, str(query.dtype).removeprefix("torch."), query.shape[-1])
+
+
+def note_device(device) -> None:
+    """Record a CUDA device's compute capability for flex_kernel_options (not with DSX_FLEX_TILES=default: an A/B
+    run on inductor's own tiles)."""
+    import os
+
+    device = torch.device(device)
+    if device.type == "cuda" and os.environ.get("DSX_FLEX_TILES") != "default":
+        _CAPABILITY[str(device)] = tuple(torch.cuda.get_device_capability(device))
+
+
+def tiles_note(device, dtype: str, head_dim: int) -> str:
+    """The row's note on the FlexAttention tiles this device uses for `dtype` and `head_dim`."""
+    import os
+
+    note_device(device)
+    found = _CAPABILITY.get(str(torch.device(device)))
+    tiles = tuned_tiles(found, dtype, head_dim) if found is not None else None
+    if tiles is not None:
+        return "FlexAttention tiles: dsx's measured ones (" + ", ".join(f"{k} {v}" for k, v in tiles.items()) + ")"
+    why = ("DSX_FLEX_TILES=default" if os.environ.get("DSX_FLEX_TILES") == "default"
+           else f"none measured for this GPU, {dtype}, head dim {head_dim}")
+    return f"FlexAttention tiles: inductor's defaults ({why})"
+
+
+_CAPABILITY: dict[str, tuple[int, int]] = {}
 
 
 _COMPILED: dict[bool, Any] = {}
