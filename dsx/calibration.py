@@ -37,11 +37,13 @@ class GpuKind:
     """Step time that does not grow with the micro-batch (optimizer step, clipping, bucket copies), per parameter."""
     cpu_step_s_per_param: dict[int, float]
     """CPU offload: seconds per parameter of DeepSpeedCPUAdam's step and the host<->GPU copies, by ZeRO stage."""
-    zero3_s_per_tensor_pass: float
-    """ZeRO-3's extra time per parameter tensor per forward or backward pass (one GPU: its bookkeeping, no network).
-    Per tensor, not per parameter: its hooks fetch and release tensor by tensor, so gpt2-xl's 580 tensors cost more
-    than llama-7b's 291 four-times-larger ones (per parameter it predicted llama-7b's 6.7B 2.8 s a step of hooks
-    that its rows do not show)."""
+    zero3_s_per_module_pass: float
+    """ZeRO-3's extra time per module per forward or backward pass (one GPU: its bookkeeping, no network; three
+    passes under checkpointing, whose recompute runs the hooks again). Per module, not per parameter: DeepSpeed hooks
+    every submodule, with or without parameters of its own, and fetches and releases module by module, so gpt2-xl's
+    632 modules cost more than llama-7b's 423 with four-times-larger weights (per parameter it predicted llama-7b's
+    6.7B 2.8 s a step of hooks that its rows do not show; per parameter tensor it priced a Llama layer's 13 modules
+    as its 9 tensors: bench/tools/h200_zero3_ckpt, bench/estimator/README.md)."""
     host_process_bytes: dict[int, int]
     """RSS of one rank without offload (torch, CUDA, transformers, DeepSpeed), by ZeRO stage (ZeRO-3 builds the
     model under zero.Init)."""
@@ -109,7 +111,7 @@ judged (bench/estimator/README.md)."""
 H100 = GpuKind(
     key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
     context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.3117, fixed_s_per_param=8.95e-11,
-    cpu_step_s_per_param={1: 4.791e-10, 2: 4.791e-10, 3: 1.138e-09}, zero3_s_per_tensor_pass=1.85e-04,
+    cpu_step_s_per_param={1: 4.791e-10, 2: 4.791e-10, 3: 1.138e-09}, zero3_s_per_module_pass=1.70e-04,
     host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
     host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
     source=f"H100 SXM5 host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-23: the CALIBRATION_ROWS of "
@@ -117,7 +119,7 @@ H100 = GpuKind(
            f"{HEADROOM_FILE} (calibrate_headroom); the width curve from WIDTH_RUN_IDS of {', '.join(WIDTH_FILES)} "
            f"(calibrate_width, 2026-11-27)",
     allocator_headroom_bytes=2_684_354_560,  # 2.5 GiB, 10 x HEADROOM_STEP
-    achieved_hidden=1600, width_half_hidden=4889, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
+    achieved_hidden=1600, width_half_hidden=7306, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
 )
 """The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
 headroom from the out-of-memory trials of HEADROOM_FILE, the width curve from WIDTH_RUN_IDS."""

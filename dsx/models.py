@@ -424,7 +424,7 @@ _COUNTS: dict[str, dict[str, int]] = {}
 
 
 def _counts(resolved: ResolvedModel) -> dict[str, int]:
-    """{"params", "largest_module", "tensors"} of the model built on the meta device; kept in this process and in
+    """{"params", "largest_module", "modules"} of the model built on the meta device; kept in this process and in
     dsx's disk cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
     key = _cache_key(resolved)
     if key not in _COUNTS:
@@ -437,10 +437,10 @@ def _counts(resolved: ResolvedModel) -> dict[str, int]:
             return {"params": sum(p.numel() for p in model.parameters()),
                     "largest_module": max(sum(p.numel() for p in module.parameters(recurse=False))
                                           for module in model.modules()),
-                    "tensors": sum(1 for _ in model.parameters())}
+                    "modules": sum(1 for _ in model.modules())}
 
         def load(cached: Any) -> dict[str, int]:
-            counts = {name: cached[name] for name in ("params", "largest_module", "tensors")}
+            counts = {name: cached[name] for name in ("params", "largest_module", "modules")}
             if not all(isinstance(n, int) for n in counts.values()):
                 raise ValueError(f"not counts: {counts}")
             return counts
@@ -455,9 +455,10 @@ def count_params(resolved: ResolvedModel) -> int:
     return _counts(resolved)["params"]
 
 
-def count_param_tensors(resolved: ResolvedModel) -> int:
-    """Parameter tensors (each distinct tensor once): what ZeRO-3's per-tensor hooks fetch and release a pass."""
-    return _counts(resolved)["tensors"]
+def count_modules(resolved: ResolvedModel) -> int:
+    """Modules, the model itself included: DeepSpeed's ZeRO-3 registers its fetch and release hooks on every one
+    of them, with or without parameters of its own, so its per-pass host work grows with this count."""
+    return _counts(resolved)["modules"]
 
 
 def largest_module_params(resolved: ResolvedModel) -> int:

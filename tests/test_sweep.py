@@ -342,7 +342,7 @@ def test_dry_run_with_a_calibrated_gpu_shows_the_estimated_plan(tmp_path):
     assert out.exit_code == 0, out.output
     assert [line for line in out.output.splitlines() if line[:4].strip().rstrip(".").isdigit()] == [
         "  1. z1 bf16 ckpt  (start at micro-batch 74, predicted 22,951 tokens/s)",
-        "  2. z3 bf16 ckpt  (start at micro-batch 69, predicted 20,721 tokens/s)"]
+        "  2. z3 bf16 ckpt  (start at micro-batch 69, predicted 20,719 tokens/s)"]
     out = CliRunner().invoke(sweep_command, [
         "--model", "gpt2-xl", "--zero", "1", "--micro-batch", "8,16", "--estimate-gpu", "h100-80gb", "--dry-run",
         "--results", str(tmp_path / "r.jsonl")])

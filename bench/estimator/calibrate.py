@@ -27,13 +27,13 @@ from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimat
 from dsx.estimate.predict import ulysses_bytes, ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
-from dsx.models import count_param_tensors, count_params
+from dsx.models import count_modules, count_params
 from dsx.results import read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CALIBRATED = ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
-              "cpu_step_s_per_param", "zero3_s_per_tensor_pass", "host_process_bytes", "host_bytes_per_param",
+              "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes", "host_bytes_per_param",
               "achieved_hidden")
 """The GpuKind fields `calibrate` sets (allocator_headroom_bytes comes from `calibrate_headroom`, the width curve
 from `calibrate_width`)."""
@@ -60,7 +60,7 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     fragmentation = statistics.median(m["peak_reserved"] / m["peak_allocated"] for m in memory)
     t = {role: r["figures"]["step_time_s"]["median"] for role, r in chosen.items()}
     setup = setup_of_row(chosen["ckpt_a"], GpuKind(key, name, 0, 0, 1.0, 1.0, 0.0, {}, 0.0, {}, {}, ""))
-    n, tensors = count_params(setup.resolved), count_param_tensors(setup.resolved)
+    n, modules = count_params(setup.resolved), count_modules(setup.resolved)
     a, b = chosen["ckpt_a"]["micro_batch"], chosen["ckpt_b"]["micro_batch"]
     per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
     fixed = t["ckpt_a"] - a * per_sample
@@ -72,7 +72,7 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * (per_sample - attention))
     no_ckpt = replace(setup, act_ckpt=False)
     base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved) + attention_seconds(no_ckpt, 8, 1)
-    zero3 = (t["zero3"] - base) / (2 * tensors)  # per tensor per pass (forward, backward)
+    zero3 = (t["zero3"] - base) / (2 * modules)  # per module per pass (forward, backward)
     rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
     return GpuKind(
         key=key, name=name, total_bytes=chosen["base"]["memory"]["capacity"], context_bytes=context,
@@ -80,8 +80,8 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
         fixed_s_per_param=float(f"{fixed / n:.3g}"),
         cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
             (1, (t["offload"] - base) / n), (2, (t["offload"] - base) / n),
-            (3, (t["zero3_offload"] - base - zero3 * 2 * tensors) / n))},
-        zero3_s_per_tensor_pass=float(f"{zero3:.3g}"),
+            (3, (t["zero3_offload"] - base - zero3 * 2 * modules) / n))},
+        zero3_s_per_module_pass=float(f"{zero3:.3g}"),
         host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
         host_bytes_per_param={1: round((rss["offload"] - rss["base"]) / n, 2),
                               2: round((rss["offload"] - rss["base"]) / n, 2),

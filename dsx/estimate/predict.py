@@ -135,10 +135,10 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     if stage == 3:
-        from dsx.models import count_param_tensors
+        from dsx.models import count_modules
 
-        passes = (3 if setup.act_ckpt else 2) * setup.grad_accum
-        seconds += gpu.zero3_s_per_tensor_pass * count_param_tensors(setup.resolved) * passes
+        passes = (3 if setup.act_ckpt else 2) * setup.grad_accum  # checkpointing's recompute runs the hooks again
+        seconds += gpu.zero3_s_per_module_pass * count_modules(setup.resolved) * passes
     return seconds + zero3_fetch_seconds(setup) + ulysses_seconds(setup)
 
 
