@@ -63,7 +63,7 @@ def test_sparse_attention_flag_estimates_the_layout_the_run_would_apply():
                                    "sparse_attention block)"),
     (["--set", "attn_pdrop=0", "--sparse-attention", "bigbird", "--attn", "eager"],
      "Error: --attn eager cannot be combined with sparse attention (bigbird): sparse attention is its own attention "
-     "implementation; drop --attn"),
+     "implementation (FlexAttention on CUDA, a masked SDPA on CPU); drop --attn"),
     (["--largest", "--sparse-attention", "bigbird"], "Error: --largest chooses the configuration itself: drop "
                                                      "--sparse-attention"),
 ])
@@ -77,8 +77,9 @@ def test_ulysses_all_to_alls_cost_their_bytes_at_the_calibrated_rate(monkeypatch
     from dsx.estimate import predict
 
     setup = setup_of_row(_rows("bench/multigpu/rows/sparse-sp4.jsonl")[0])  # dense, Ulysses over 4 GPUs
-    assert ("Ulysses' all-to-alls: 15.0 GiB a step and rank at 61.1 GB/s (0.26 s, dsx.calibration.ULYSSES_BYTES_PER_S); "
-            "ZeRO's collectives are not modelled") in estimate(setup, search_max=False).notes
+    assert ("Ulysses' all-to-alls: 15.0 GiB a step and rank at 61.1 GB/s (0.26 s, dsx.calibration.ULYSSES_BYTES_PER_S, "
+            "fitted on a ZeRO-2 run: it folds that run's gradient collectives in; other stages' are not modelled)"
+            ) in estimate(setup, search_max=False).notes
     handed = (32 + 32 + 8 + 8) * 64 * 32768 * 2 * 16 * 3  # q, k, v, out heads x head dim x tokens a rank, bf16, 16 layers,
     before = predict.step_time(setup, 1)                   # forward, backward and the checkpointed recompute
     monkeypatch.setattr(predict, "ULYSSES_BYTES_PER_S", 2 * ULYSSES_BYTES_PER_S)

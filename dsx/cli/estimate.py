@@ -196,15 +196,13 @@ def _sparse_kept_tiles(word: str | None, sets: tuple[str, ...], resolved, attn: 
     or None for dense attention (none, auto predicted slower, no flag)."""
     from dsx.run import RunRefused
     from dsx.sparse.planning import decide, kept_tiles_per_head
-    from dsx.sparse.spec import SparseRequestError, resolve_block
+    from dsx.sparse.spec import SparseRequestError, refuse_other_attention, resolve_block
 
     try:
         requested, block = resolve_block(word, sets, None)
         if block is None:
             return None
-        if attn != "sdpa":
-            raise RunRefused(f"--attn {attn} cannot be combined with sparse attention ({requested}): sparse attention "
-                             "is its own attention implementation; drop --attn")
+        refuse_other_attention(attn, requested)
         decision = decide(requested, block, resolved, "cuda", handed_to_deepspeed=False, origin="--sparse-set",
                           micro_batch=micro_batch)
     except SparseRequestError as exc:

@@ -199,7 +199,8 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     if setup.sequence_parallel:
         notes.append(f"Ulysses' all-to-alls: {ulysses_bytes(setup) / 2**30:,.1f} GiB a step and rank at "
                      f"{ULYSSES_BYTES_PER_S / 1e9:.3g} GB/s ({ulysses_seconds(setup):.2f} s, dsx.calibration."
-                     "ULYSSES_BYTES_PER_S); ZeRO's collectives are not modelled")
+                     "ULYSSES_BYTES_PER_S, fitted on a ZeRO-2 run: it folds that run's gradient collectives in; other "
+                     "stages' are not modelled)")
     notes += host_notes(setup, fraction)
     if pipeline:
         notes.append(f"pipeline: the largest stage's memory (stage {pipeline['largest_stage']}); speed = (micro-batches"

@@ -284,17 +284,15 @@ def resolve_trial(request: RunRequest) -> Trial:
         raise RunRefused("zero_optimization.zero_quantized_weights (ZeRO++ qwZ) cannot run on CPU ranks: DeepSpeed's "
                          "weight quantizer has no CPU kernel (its ranks fail with 'This op had not been implemented "
                          "on CPU backend'); run it on GPUs")
-    from dsx.sparse.spec import SparseRequestError, resolve_block
+    from dsx.sparse.spec import SparseRequestError, refuse_other_attention, resolve_block
 
     try:
         requested, block = resolve_block(request.sparse_attention, request.sparse_sets, taken.block,
                                          f"--config {request.config_path}" if request.config_path else "the config")
+        if block is not None:
+            refuse_other_attention(request.attn, requested)
     except SparseRequestError as exc:
         raise RunRefused(str(exc)) from None
-    if block is not None and request.attn != "sdpa":
-        raise RunRefused(f"--attn {request.attn} cannot be combined with sparse attention ({requested}): sparse "
-                         "attention is its own attention implementation (FlexAttention on CUDA, a masked SDPA on "
-                         "CPU); drop --attn")
     if request.inject_failure:
         from dsx.rank.protocol import parse_injection
 

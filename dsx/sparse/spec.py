@@ -59,6 +59,15 @@ class SparseRequestError(ValueError):
     """A sparse-attention request dsx refuses; the one-line message names the flag (or config key) to change."""
 
 
+def refuse_other_attention(attn: str, requested: str) -> None:
+    """Sparse attention is an attention implementation of its own: --attn naming another is refused (dsx run and
+    dsx estimate alike)."""
+    if attn != "sdpa":
+        raise SparseRequestError(f"--attn {attn} cannot be combined with sparse attention ({requested}): sparse "
+                                 "attention is its own attention implementation (FlexAttention on CUDA, a masked SDPA "
+                                 "on CPU); drop --attn")
+
+
 class SparsePlan(BaseModel):
     """What a rank needs to build the layout and attend with it (RankPlan.sparse_attention)."""
 
