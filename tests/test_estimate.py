@@ -440,3 +440,19 @@ def test_an_h200_row_is_judged_with_the_h100_constants_and_its_own_memory():
     assert kind.total_bytes == row["memory"]["capacity"] > GPUS["h100-80gb"].total_bytes
     assert (kind.achieved_fraction, kind.cpu_step_s_per_param) == (GPUS["h100-80gb"].achieved_fraction,
                                                                    GPUS["h100-80gb"].cpu_step_s_per_param)
+
+
+def test_tiled_mlp_costs_one_more_forward_of_every_mlp():
+    """DeepSpeed's TiledMLP recomputes each MLP's forward in its backward: llama-1b at 262,144 tokens, 16 layers of
+    gate, up and down projections (2,048 x 8,192)."""
+    from dataclasses import replace
+
+    from dsx.estimate.states import compute_rate, compute_seconds, tiled_mlp_flops
+
+    resolved = resolve_model("llama-1b", {"max_position_embeddings": 262144}, seq_len=262144)
+    assert tiled_mlp_flops(resolved, 1, 1) == 2 * 3 * 2048 * 8192 * 16 * 262144
+    plain = Setup(resolved=resolved, ds_config={"bf16": {"enabled": True}, "zero_optimization": {"stage": 2}},
+                  world_size=1, micro_batch=1, act_ckpt=True)
+    tiled = replace(plain, tiled_mlp=True)
+    assert compute_seconds(tiled, 1, 1) - compute_seconds(plain, 1, 1) == pytest.approx(
+        tiled_mlp_flops(resolved, 1, 1) / compute_rate(plain))

@@ -277,9 +277,21 @@ def attention_seconds(setup: Setup, micro_batch: int, grad_accum: int) -> float:
 
 
 def compute_seconds(setup: Setup, micro_batch: int, grad_accum: int) -> float:
-    """One rank's compute term: compute_flops at compute_rate, and attention's kernels (attention_seconds)."""
-    flops = compute_flops(setup.resolved, micro_batch, grad_accum, setup.act_ckpt) / (setup.sequence_parallel or 1)
+    """One rank's compute term: compute_flops (and --tiled-mlp's extra MLP forwards) at compute_rate, and
+    attention's kernels (attention_seconds)."""
+    flops = compute_flops(setup.resolved, micro_batch, grad_accum, setup.act_ckpt)
+    if setup.tiled_mlp:
+        flops += tiled_mlp_flops(setup.resolved, micro_batch, grad_accum)
+    flops /= setup.sequence_parallel or 1
     return flops / compute_rate(setup) + attention_seconds(setup, micro_batch, grad_accum)
+
+
+def tiled_mlp_flops(resolved: Any, micro_batch: int, grad_accum: int) -> float:
+    """What --tiled-mlp adds to a step: DeepSpeed's TiledMLP runs each MLP's forward under no_grad and again in its
+    backward (its docstring: twice an iteration, three times with checkpointing), so one more forward of every Llama
+    MLP (gate, up and down projections: 2 x 3 x hidden x FFN FLOPs a token)."""
+    tokens = micro_batch * resolved.seq_len * grad_accum
+    return 2.0 * 3 * resolved.hidden_size * resolved.ffn_size * resolved.num_layers * tokens
 
 
 def peak_flops(gpu: GpuKind, precision: str) -> float:
