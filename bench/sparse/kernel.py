@@ -57,8 +57,9 @@ VARIANTS = (  # (label, FlexAttention kernel_options, torch.compile mode)
 TILE_VARIANTS = ("default", "dsx tiles")
 
 
-def variants(seq: int, mode: str, labels: tuple[str, ...] | None = None) -> None:
-    """FlexAttention's settings at one length, each against the default settings (time, output, gradients)."""
+def variants(seq: int, mode: str, labels: tuple[str, ...]) -> None:
+    """FlexAttention's settings named in `labels` at one length, each against the default settings (time, output,
+    gradients; "default" first)."""
     import random
 
     from torch.nn.attention.flex_attention import flex_attention
@@ -75,7 +76,7 @@ def variants(seq: int, mode: str, labels: tuple[str, ...] | None = None) -> None
     grad = torch.randn(1, HEADS, seq, HEAD_DIM, device=device, dtype=torch.bfloat16)
     reference = None
     for label, options, compile_mode in VARIANTS:
-        if labels is not None and label not in labels:
+        if label not in labels:
             continue
         if options == "dsx":
             options = tuned_tiles(torch.cuda.get_device_capability(device), "bfloat16", HEAD_DIM) or {}
@@ -143,14 +144,15 @@ def main(seqs: list[int], mode: str = "bigbird") -> None:
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    chosen, many = "bigbird", None
-    if argv[:1] in (["--variants"], ["--tiles"]):
-        many, argv = (None if argv[0] == "--variants" else TILE_VARIANTS), argv[1:]
-        many = many or tuple(v[0] for v in VARIANTS)
+    chosen, labels = "bigbird", None
+    if argv[:1] == ["--variants"]:
+        labels, argv = tuple(label for label, _, _ in VARIANTS), argv[1:]
+    elif argv[:1] == ["--tiles"]:
+        labels, argv = TILE_VARIANTS, argv[1:]
     if argv[:1] == ["--mode"]:
         chosen, argv = argv[1], argv[2:]
-    if many:
+    if labels:
         for length in [int(x) for x in argv] or [32768]:
-            variants(length, chosen, many)
+            variants(length, chosen, labels)
         sys.exit(0)
     main([int(x) for x in argv] or [4096, 8192, 16384, 32768, 65536], chosen)
