@@ -30,6 +30,7 @@ Without a registered mask function transformers hands the attention None and the
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -261,17 +262,18 @@ def tuned_tiles(capability: tuple[int, int], dtype: str, head_dim: int) -> dict 
 def flex_kernel_options(query) -> dict | None:
     """kernel_options for FlexAttention on `query`'s device: TUNED_TILES where measured, else None. Read inside a
     compiled graph, so it only looks up what note_device recorded outside it."""
-    capability = _CAPABILITY.get(str(query.device))
-    if capability is None:
-        return None
-    return tuned_tiles(capability, str(query.dtype).removeprefix("torch."), query.shape[-1])
+    return _tiles_on(str(query.device), str(query.dtype).removeprefix("torch."), query.shape[-1])
+
+
+def _tiles_on(device_key: str, dtype: str, head_dim: int) -> dict | None:
+    """TUNED_TILES for a device note_device recorded, or None."""
+    capability = _CAPABILITY.get(device_key)
+    return tuned_tiles(capability, dtype, head_dim) if capability is not None else None
 
 
 def note_device(device) -> None:
     """Record a CUDA device's compute capability for flex_kernel_options (not with DSX_FLEX_TILES=default: an A/B
     run on inductor's own tiles)."""
-    import os
-
     device = torch.device(device)
     if device.type == "cuda" and os.environ.get("DSX_FLEX_TILES") != "default":
         _CAPABILITY[str(device)] = tuple(torch.cuda.get_device_capability(device))
@@ -279,11 +281,8 @@ def note_device(device) -> None:
 
 def tiles_note(device, dtype: str, head_dim: int) -> str:
     """The row's note on the FlexAttention tiles this device uses for `dtype` and `head_dim`."""
-    import os
-
     note_device(device)
-    found = _CAPABILITY.get(str(torch.device(device)))
-    tiles = tuned_tiles(found, dtype, head_dim) if found is not None else None
+    tiles = _tiles_on(str(torch.device(device)), dtype, head_dim)
     if tiles is not None:
         return "FlexAttention tiles: dsx's measured ones (" + ", ".join(f"{k} {v}" for k, v in tiles.items()) + ")"
     why = ("DSX_FLEX_TILES=default" if os.environ.get("DSX_FLEX_TILES") == "default"
