@@ -23,6 +23,7 @@ from pathlib import Path
 
 from dsx import leftovers
 
+from dsx.rank import memory_history
 from dsx.rank.comms import CommCounter
 from dsx.rank.faults import install_gradient_fault, maybe_inject
 from dsx.rank.measure import NvmlSampler, apply_memory_cap, collect_memory, reset_peaks
@@ -62,6 +63,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
             report.notes.append("--tf32 has no effect on CPU ranks")
     deepspeed.init_distributed()
     apply_memory_cap(torch, device, on_cuda, plan.memory_cap, report)
+    state["memory_history"] = memory_history.start(torch, on_cuda, report)
     progress.phase("distributed")
 
     from dsx.models import resolve_model
@@ -134,6 +136,8 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
     progress.phase("timed_done")
     trainer.finish()
     collect_memory(torch, device, on_cuda, nvml, report)
+    if state["memory_history"] is not None:
+        memory_history.dump(torch, state["memory_history"], rank, report)
     if not all(math.isfinite(x) for x in report.loss):
         report.notes.append("non-finite loss in the timed steps")
     import deepspeed.comm as dist

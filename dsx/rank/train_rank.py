@@ -29,6 +29,7 @@ from pathlib import Path  # noqa: E402
 
 from dsx.rank.faults import classify, one_line  # noqa: E402
 from dsx.rank.loop import run  # noqa: E402
+from dsx.rank import memory_history  # noqa: E402
 from dsx.rank.measure import collect_memory  # noqa: E402
 from dsx.rank.progress import Progress  # noqa: E402
 from dsx.rank.protocol import RankPlan  # noqa: E402
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                 collect_memory(state["torch"], state["device"], state["on_cuda"], state.get("nvml"), report)
             except Exception as mem_exc:
                 report.notes.append(f"memory figures after the failure: {one_line(mem_exc)}")
+            if state.get("memory_history") is not None:  # what held the memory when an OOM struck
+                memory_history.dump(state["torch"], state["memory_history"], rank, report)
     report.times["end"] = time.time()
     progress.write()
     return code

@@ -1,0 +1,41 @@
+"""DSX_MEMORY_HISTORY=DIR: every CUDA allocation of a rank recorded with its Python stack, dumped to
+DIR/rank<N>.pickle when the rank ends (after an OOM too), to see what holds the memory at the peak
+(bench/tools/memory_peak.py reads it; pytorch.org/memory_viz draws it).
+
+A diagnostic, off by default: recording costs host time on every allocation, so a row measured with it on says so
+in its notes and its speed is not comparable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dsx.rank.faults import one_line
+
+ENV = "DSX_MEMORY_HISTORY"
+MAX_ENTRIES = 2_000_000  # allocation events kept (a ring buffer): enough for deepspeed.initialize + a few steps
+
+
+def start(torch, on_cuda: bool, report) -> Path | None:
+    """Record from now on; the folder to dump into, or None when not asked for (or on CPU ranks)."""
+    where = os.environ.get(ENV)
+    if not where:
+        return None
+    if not on_cuda:
+        report.notes.append(f"{ENV} ignored: CPU ranks have no CUDA allocator to record")
+        return None
+    torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
+    report.notes.append(f"{ENV}: every CUDA allocation recorded with its Python stack (slower steps)")
+    return Path(where)
+
+
+def dump(torch, where: Path, rank: int, report) -> None:
+    """Write DIR/rank<N>.pickle; a failure to write is a note, never the rank's failure."""
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"rank{rank}.pickle"
+        torch.cuda.memory._dump_snapshot(str(path))
+        report.notes.append(f"{ENV}: allocation history in {path}")
+    except Exception as exc:  # noqa: BLE001 - the run's figures matter more than the diagnostic
+        report.notes.append(f"{ENV}: could not write the allocation history: {one_line(exc)}")
