@@ -128,3 +128,16 @@ def test_sparse_attention_under_ulysses_trains_what_one_rank_trains(tmp_path):
     for rank in group.ranks:
         assert rank.warmup_loss + rank.loss == pytest.approx(expected, rel=1e-5)
     assert expected[-1] < 0.8 * expected[0]
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_a_ulysses_run_whose_ranks_fail_before_counting_leaves_an_error_row(tmp_path):
+    """No rank reached the comms counter: the row is the failure (exit 1), not dsx's internal error over the
+    all-to-alls' missing counts."""
+    results = tmp_path / "runs.jsonl"
+    out = _sparse_run(results, "--gpus", "2", "--sequence-parallel", "2", "--inject-failure", "error")
+    assert out.returncode == 1, out.stdout + out.stderr
+    row = parse_row(read_rows(results)[0])
+    assert row.status == "error" and row.error.startswith("rank 0: InjectedFailure: injected failure")
+    assert "internal error" not in out.stderr

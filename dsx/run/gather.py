@@ -288,7 +288,7 @@ def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Fig
         prepared.notes.append(f"communication prediction unavailable: {exc}")
     times = figures.step_time_s.all if figures.step_time_s else None
     comm = comm_of(ranks, replicas, prepared.params, times, predicted)
-    if expected and comm.collectives.get("all_to_all_single"):
+    if expected and comm is not None and comm.collectives.get("all_to_all_single"):  # None: no rank counted
         measured = comm.collectives["all_to_all_single"].bytes_per_step
         comm.notes.append(f"Ulysses all-to-alls: {measured:,.0f} bytes/step measured, {expected:,.0f} predicted "
                           f"(x{measured / expected:.2f}; dsx.comm.predict.ulysses_all_to_all_bytes)")
