@@ -62,12 +62,16 @@ def by_site(blocks: dict[int, dict], depth: int = 2) -> list[tuple[str, int, int
     return sorted(((name, n, count) for name, (n, count) in total.items()), key=lambda item: -item[1])
 
 
-def estimate_parts(rows_path: str) -> tuple[dict[str, int], float, int | None]:
-    """dsx estimate's breakdown at its peak for the last row of a JSONL, its peak, and the row's measured peak."""
+def estimate_parts(rows_path: str) -> tuple[dict[str, int], float, int | None] | None:
+    """dsx estimate's breakdown at its peak for the last row of a JSONL, its peak, and the row's measured peak;
+    None when the file has no row."""
     from dsx.estimate import estimate, setup_of_row
     from dsx.results import read_rows
 
-    row = read_rows(rows_path)[-1]
+    rows = read_rows(rows_path) if Path(rows_path).exists() else []
+    if not rows:
+        return None
+    row = rows[-1]
     e = estimate(setup_of_row(row), search_max=False)
     return e.breakdown, e.peak_allocated, row["memory"]["max"].get("peak_allocated")
 
@@ -93,8 +97,9 @@ def report(snapshot: dict, rows_path: str | None, top: int, depth: int) -> tuple
             lines.append(f"| {sum(n for _, n, _ in rest) / GIB:.3f} | {sum(c for _, _, c in rest)} | "
                          f"{len(rest)} other sites |")
         lines.append("")
-    if rows_path:
-        parts, predicted, measured = estimate_parts(rows_path)
+    estimated = estimate_parts(rows_path) if rows_path else None
+    if estimated:
+        parts, predicted, measured = estimated
         lines.append(f"dsx estimate for the row: peak {predicted / GIB:.2f} GiB"
                      + (f" (the row measured {measured / GIB:.2f} GiB)" if measured else ""))
         lines.append("")

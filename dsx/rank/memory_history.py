@@ -25,7 +25,9 @@ def start(torch, on_cuda: bool, report) -> Path | None:
     if not on_cuda:
         report.notes.append(f"{ENV} ignored: CPU ranks have no CUDA allocator to record")
         return None
-    torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
+    # stacks of allocations only: with the frees' stacks too (context="all") torch 2.11 broke a long-context rank
+    # ("SystemError: <built-in function cross_entropy_loss> returned NULL without setting an exception")
+    torch.cuda.memory._record_memory_history(context="alloc", stacks="python", max_entries=MAX_ENTRIES)
     report.notes.append(f"{ENV}: every CUDA allocation recorded with its Python stack (slower steps)")
     return Path(where)
 
