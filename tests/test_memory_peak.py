@@ -37,6 +37,11 @@ def test_a_free_of_a_block_allocated_before_the_history_began_is_skipped():
     assert (peak, at, list(blocks)) == (100, 1, [1])
 
 
+def test_an_address_allocated_again_ends_its_earlier_block_whose_free_was_not_recorded():
+    peak, _, blocks = memory_peak.peak_blocks([alloc(1, 100), alloc(1, 60), alloc(2, 50)])
+    assert (peak, {addr: event["size"] for addr, event in blocks.items()}) == (110, {1: 60, 2: 50})
+
+
 def test_a_site_names_the_innermost_deepspeed_or_transformers_frames_not_torch_s():
     assert memory_peak.site([TORCH, LLAMA, STAGE3]) == "modeling_llama.py:forward:42 < stage3.py:_create_fp32_partitions:7"
     assert memory_peak.site([TORCH], depth=1) == "functional.py:linear:10"

@@ -24,13 +24,13 @@ OWN_CODE = ("/deepspeed/", "/transformers/", "/dsx/", "/liger_kernel/")  # frame
 def peak_blocks(events: list[dict]) -> tuple[int, int, dict[int, dict]]:
     """(peak bytes, index of the event that reached it, the blocks alive then by address): allocations count from
     'alloc' to 'free_completed' (as torch.cuda.max_memory_allocated counts them); a free of a block allocated before
-    the history began is skipped."""
+    the history began is skipped, and an address allocated again ends its earlier block."""
     live: dict[int, int] = {}
     current = peak = peak_at = 0
     for i, event in enumerate(events):
         if event["action"] == "alloc":
+            current += event["size"] - live.get(event["addr"], 0)  # an address reused: its free was not recorded
             live[event["addr"]] = event["size"]
-            current += event["size"]
             if current > peak:
                 peak, peak_at = current, i
         elif event["action"] == "free_completed" and event["addr"] in live:

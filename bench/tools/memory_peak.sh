@@ -3,7 +3,7 @@
 # at 524,288 tokens on 4 GPUs, Ulysses 4, measured 37.6 GiB, predicted 52.7, in a run of one step; llama-1b at
 # 262,144 tokens with the same savers on one GPU measured 39.5, predicted 33.5). From the repo root, the wheelhouse
 # carried in .whl, on 2 GPUs:
-#     bash bench/tools/memory_peak.sh $OUT          (~7 min; kind nvidia-h200-x2)
+#     bash bench/tools/memory_peak.sh $OUT          (~7 min; kind nvidia-h200-x2; RUNS="sp2-hist" for some)
 # Every run: bf16, torch's fused AdamW, the learnable synthetic data, --no-comm-log, expandable segments, the 524k
 # row's savers (checkpointing, --loss tiled, --act-ckpt-offload, --tiled-mlp), ZeRO-3 unless said:
 #   8b-1step    llama-8b's layers, hidden, heads and vocabulary with 4 of its 32 layers (every activation part per rank
@@ -35,7 +35,7 @@ declare -A runs=(
   [sp2-hist]="${eight[*]} --gpus 2 --sequence-parallel 2 --seq-len 262144 --set max_position_embeddings=262144
               --steps 1 --warmup 1"
 )
-for name in 8b-1step 8b-2steps 8b-hist 1b-hist sp2-hist; do
+for name in ${RUNS:-8b-1step 8b-2steps 8b-hist 1b-hist sp2-hist}; do
   history=()
   [[ $name == *-hist ]] && history=(DSX_MEMORY_HISTORY="$dir/$name.hist")
   rm -rf "$dir/$name.hist"
@@ -46,6 +46,6 @@ for name in 8b-1step 8b-2steps 8b-hist 1b-hist sp2-hist; do
     run_by 90 python3 bench/tools/memory_peak.py "$dir/$name.hist/rank0.pickle" --row "$dir/$name.jsonl" \
       --out "$dir/$name.md"
   fi
-  rm -rf "$dir/$name.hist"  # hundreds of MB: the report is what comes back
+  rm -rf "$dir/$name.hist" "${dir:?}/$name"  # the history (hundreds of MB) and the run's folder: rows and report stay
 done
 show_log
