@@ -21,8 +21,8 @@ def alloc(addr, size, *frames):
     return {"action": "alloc", "addr": addr, "size": size, "frames": list(frames)}
 
 
-def free(addr, size=0):
-    return {"action": "free_completed", "addr": addr, "size": size}
+def free(addr, size=0, action="free_completed"):
+    return {"action": action, "addr": addr, "size": size}
 
 
 def test_the_peak_is_the_most_bytes_alive_at_once_and_its_blocks_are_those_alive_then():
@@ -30,6 +30,13 @@ def test_the_peak_is_the_most_bytes_alive_at_once_and_its_blocks_are_those_alive
               alloc(4, 10)]
     peak, at, blocks = memory_peak.peak_blocks(events)
     assert (peak, at, sorted(blocks)) == (220, 3, [1, 3])
+
+
+def test_a_block_ends_when_its_free_is_requested_as_max_memory_allocated_counts_it():
+    events = [alloc(1, 100), free(1, action="free_requested"), alloc(2, 60), free(1), alloc(3, 10)]
+    peak, at, blocks = memory_peak.peak_blocks(events)
+    assert (peak, at, sorted(blocks)) == (100, 0, [1])
+    assert memory_peak.peak_blocks([alloc(1, 100), free(1), alloc(2, 60)])[0] == 100  # a completion alone ends it
 
 
 def test_a_free_of_a_block_allocated_before_the_history_began_is_skipped():

@@ -18,13 +18,15 @@ from collections import defaultdict
 from pathlib import Path
 
 GIB = 1024**3
+FREES = ("free_requested", "free_completed")  # whichever comes first ends the block
 OWN_CODE = ("/deepspeed/", "/transformers/", "/dsx/", "/liger_kernel/")  # frames worth naming (not torch's own)
 
 
 def peak_blocks(events: list[dict]) -> tuple[int, int, dict[int, dict]]:
     """(peak bytes, index of the event that reached it, the blocks alive then by address): allocations count from
-    'alloc' to 'free_completed' (as torch.cuda.max_memory_allocated counts them); a free of a block allocated before
-    the history began is skipped, and an address allocated again ends its earlier block."""
+    'alloc' to 'free_requested' (as torch.cuda.max_memory_allocated counts them: a block another stream still uses
+    is 'free_completed' later, and ZeRO-3's all-gathers on 2 GPUs logged no completion at all); a free of a block
+    allocated before the history began is skipped, and an address allocated again ends its earlier block."""
     live: dict[int, int] = {}
     current = peak = peak_at = 0
     for i, event in enumerate(events):
@@ -33,13 +35,13 @@ def peak_blocks(events: list[dict]) -> tuple[int, int, dict[int, dict]]:
             live[event["addr"]] = event["size"]
             if current > peak:
                 peak, peak_at = current, i
-        elif event["action"] == "free_completed" and event["addr"] in live:
+        elif event["action"] in FREES and event["addr"] in live:
             current -= live.pop(event["addr"])
     blocks: dict[int, dict] = {}
     for event in events[:peak_at + 1]:
         if event["action"] == "alloc":
             blocks[event["addr"]] = event
-        elif event["action"] == "free_completed":
+        elif event["action"] in FREES:
             blocks.pop(event["addr"], None)
     return peak, peak_at, blocks
 
