@@ -1,11 +1,13 @@
-"""An out-of-memory row says when the GPU was not full but fragmented (torch's own message has the figures)."""
+"""Notes on memory: an out-of-memory row says when the GPU was not full but fragmented (torch's own message has the
+figures), and a run of one step that its peak lacks the optimizer's states."""
 
 from __future__ import annotations
 
 import json
 
 from conftest import ROOT
-from dsx.run.gather import fragmentation_note
+from dsx.run import RunRequest
+from dsx.run.gather import fragmentation_note, one_step_note
 
 
 def _liger_llama3b_oom() -> str:
@@ -27,3 +29,13 @@ def test_an_oom_on_a_full_gpu_gets_no_such_note():
             "but unallocated.")
     assert fragmentation_note(full) is None
     assert fragmentation_note("rank 0: RuntimeError: something else") is None
+
+
+def test_a_run_of_one_step_says_its_memory_peak_lacks_the_optimizer_states():
+    adam = {"optimizer": {"type": "AdamW"}}
+    note = one_step_note(RunRequest(model="gpt2-tiny", steps=1, warmup=0), adam)
+    assert note == ("only one step ran: the optimizer makes its states (Adam: 8 bytes a parameter of the rank's "
+                    "partition) in its first step, after that step's forward and backward, so memory.max is below "
+                    "what every later step holds (--warmup 1 measures it)")
+    assert one_step_note(RunRequest(model="gpt2-tiny", steps=1, warmup=1), adam) is None
+    assert one_step_note(RunRequest(model="gpt2-tiny", steps=1, warmup=0), {}) is None

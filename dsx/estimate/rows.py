@@ -41,7 +41,8 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  act_ckpt_offload=bool(toggles.get("act_ckpt_offload")), tiled_mlp=bool(toggles.get("tiled_mlp")),
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
                  sequence_parallel=group if group > 1 else None,
-                 sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len))
+                 sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len),
+                 first_step_only=row.get("steps", 0) + row.get("warmup", 0) == 1)
 
 
 def _loss_tile(row: dict, resolved) -> int | None:

@@ -61,6 +61,9 @@ class Setup:
     sparse_kept_tiles: int | None = None
     """--sparse-attention: the 128-token tiles a head's layout keeps (dsx.sparse.planning.kept_tiles_per_head);
     None: dense attention."""
+    first_step_only: bool = False
+    """A row that ran one step (no warm-up): Adam makes its moments in that step's optimizer step, so its forward
+    and backward ran without them (judging such rows only; training runs more steps)."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:
@@ -146,8 +149,10 @@ def zero3_gathered_params(config: dict, params: int, largest_module: int) -> int
     return min(params, largest_module + prefetch)
 
 
-def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str, int]:
-    """GPU bytes of activations at the start of the backward pass, by part (dsx.activations, meta device)."""
+def activation_bytes(setup: Setup, precision: str, micro_batch: int, late_backward: int = 0) -> dict[str, int]:
+    """GPU bytes of activations at the start of the backward pass, by part (dsx.activations, meta device), and,
+    under checkpointing, what a layer recomputed later in the backward pass adds. `late_backward`: model-state bytes
+    that exist only by then (ZeRO-2's gradient partition and reduce bucket, filled from the first reduction on)."""
     from dsx.activations import saved_bytes
 
     saved = saved_bytes(rank_sequence(setup), setup.attn, precision)
@@ -175,15 +180,24 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int) -> dict[str
             (4 if precision == "fp32" else 2)
     if setup.act_ckpt:
         # later in the backward pass: the loss part is freed and one layer is recomputed
-        recompute = saved.largest_layer_per_sample * b - mlp_saving - parts["embeddings, head, loss"] - \
-            parts.get("loss gradients", 0)
-        if recompute > 0:
-            parts["recomputed layer"] = recompute
+        layer = saved.largest_layer_per_sample * b - mlp_saving
+        loss = parts["embeddings, head, loss"] + parts.get("loss gradients", 0)
+        if layer > loss:
+            parts["recomputed layer"] = layer - loss
+        # the peak is the larger of the two moments: what the late one's extra states add over the early one
+        late = max(loss, layer + late_backward) - max(loss, layer)
+        if late > 0:
+            parts[LATE_GRADIENTS] = late
     if compiled_counted(setup):
         from dsx.activations import compiled
 
         return compiled(parts)
     return parts
+
+
+LATE_GRADIENTS = "gradient partition + bucket (ZeRO-2, late in the backward)"
+"""bench/tools/memory_peak.sh's llama-1b at 131,072 tokens (ZeRO-2, checkpointing): 2.30 GiB of gradient partition
+(copy_grads_in_partition) and the 0.93 GiB reduce bucket alive at the peak, while a layer was recomputed."""
 
 
 def tiled_mlp_saving(setup: Setup, saved, micro_batch: int) -> int:

@@ -222,12 +222,25 @@ def notes_of(prepared: Prepared, present: list[RankReport], completed, jit_built
         notes.append(f"JIT-built during this run: {', '.join(jit_built)} (see overhead.ds_initialize_s)")
     if status == "oom":
         notes += [n for n in dict.fromkeys(fragmentation_note(r.error) for r in present if r.status == "oom") if n]
+    if status == "ok" and one_step_note(prepared.request, prepared.ds_config):
+        notes.append(one_step_note(prepared.request, prepared.ds_config))
     if status == "ok":
         losses = [r.loss for r in present]
         if any(abs(a - b) > 1e-3 * max(1.0, abs(a)) for other in losses[1:] for a, b in zip(losses[0], other)):
             notes.append("ranks report different losses for the same step although each records the mean over "
                          "every replica")
     return notes
+
+
+def one_step_note(request, ds_config: dict) -> str | None:
+    """A run of one step never ran a forward/backward beside its optimizer's states: Adam (torch's, DeepSpeed's
+    fused and CPU ones) makes them in its first step (bench/tools/memory_peak.sh: llama-8b's 4 layers, 34.9 GiB
+    after one step, 49.2 after two)."""
+    if request.steps + request.warmup != 1 or not ds_config.get("optimizer"):
+        return None
+    return ("only one step ran: the optimizer makes its states (Adam: 8 bytes a parameter of the rank's partition) "
+            "in its first step, after that step's forward and backward, so memory.max is below what every later "
+            "step holds (--warmup 1 measures it)")
 
 
 def data_of(prepared: Prepared, present: list[RankReport], figures: Figures) -> DataInfo | None:
