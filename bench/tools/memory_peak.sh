@@ -12,6 +12,7 @@
 #   8b-hist     8b-2steps with DSX_MEMORY_HISTORY (dsx/rank/memory_history.py): the peak's blocks by allocating code
 #   1b-hist     llama-1b at 131,072 tokens, ZeRO-2, 1 timed step after 1, with DSX_MEMORY_HISTORY (the 262k row's
 #               flags at half the length)
+#   1b-z1-hist  1b-hist at ZeRO-1 (`dsx estimate --longest` proposes ZeRO-1 for llama-1b with these savers)
 #   sp2-hist    the 4-layer llama-8b at 262,144 tokens, Ulysses 2 on 2 GPUs, 1 timed step after 1, with the history
 #               (the all-to-alls' buffers: the same per rank as the 524k row's)
 # Rows in $OUT/memory_peak/RUN.jsonl; bench/tools/memory_peak.py on each rank-0 history: RUN.md (+ .json); the log
@@ -32,6 +33,7 @@ declare -A runs=(
   [8b-2steps]="${eight[*]} --gpus 1 ${at131k[*]} --steps 1 --warmup 1"
   [8b-hist]="${eight[*]} --gpus 1 ${at131k[*]} --steps 1 --warmup 1"
   [1b-hist]="--model llama-1b --zero 2 --gpus 1 ${at131k[*]} --steps 1 --warmup 1"
+  [1b-z1-hist]="--model llama-1b --zero 1 --gpus 1 ${at131k[*]} --steps 1 --warmup 1"
   [sp2-hist]="${eight[*]} --gpus 2 --sequence-parallel 2 --seq-len 262144 --set max_position_embeddings=262144
               --steps 1 --warmup 1"
 )
