@@ -79,11 +79,13 @@ def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str,
                           gathered=gathered)
     states = partial_offload_states(states, setup, n, precision)
     late = 0
-    if setup.act_ckpt_offload and stage == 2 and offload == "none":
-        # filled from the first reduction in the backward; with the checkpointed inputs on the GPU (no offload) the
-        # inputs consumed by then make room for them (not modelled: those rows are within 8% without the term)
+    if setup.act_ckpt_offload and stage in (1, 2) and offload == "none":
+        # ZeRO-1's whole gradients / ZeRO-2's partition and the reduce bucket, filled during the backward; with the
+        # checkpointed inputs on the GPU (no offload) the inputs consumed by then make room for them (not modelled:
+        # those rows are within 8% without the term)
         p = 4 if precision == "fp32" else 2
-        late = p * min(bucket, n) + (p * n // data_parallel(setup) if setup.grad_accum == 1 else 0)
+        grads = p * n if stage == 1 else p * n // data_parallel(setup)
+        late = p * min(bucket, n) + (grads if setup.grad_accum == 1 else 0)
     forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch, late)}
     if setup.first_step_only and "optimizer states" in forward:  # the master weights only, not yet the moments
         moments = optimizer_state_bytes(config) * n // (data_parallel(setup) if stage else 1)

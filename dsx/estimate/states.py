@@ -195,9 +195,10 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int, late_backwa
     return parts
 
 
-LATE_GRADIENTS = "gradient partition + bucket (ZeRO-2, late in the backward)"
-"""bench/tools/memory_peak.sh's llama-1b at 131,072 tokens (ZeRO-2, checkpointing): 2.30 GiB of gradient partition
-(copy_grads_in_partition) and the 0.93 GiB reduce bucket alive at the peak, while a layer was recomputed."""
+LATE_GRADIENTS = "gradients + reduce bucket (ZeRO-1/2, late in the backward)"
+"""bench/tools/memory_peak.sh's llama-1b at 131,072 tokens (checkpointed inputs offloaded): at ZeRO-2 the 2.30 GiB
+gradient partition (copy_grads_in_partition) and the 0.93 GiB reduce bucket alive at the peak, while a layer was
+recomputed; at ZeRO-1 the bucket and the parameters' own .grad (TiledMLP's backward alone made 1.5 GiB of them)."""
 
 
 def tiled_mlp_saving(setup: Setup, saved, micro_batch: int) -> int:
