@@ -142,7 +142,8 @@ def calibration_role(row: dict) -> str:
     constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
     judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors), 'width
     calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_RUN_IDS row:
-    it set ZERO3_FETCH_S), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S) or 'judged'."""
+    it set ZERO3_FETCH_S), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload
+    calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
@@ -151,6 +152,8 @@ def calibration_role(row: dict) -> str:
         return "zero3 fetch calibration"
     if row.get("run_id") in ULYSSES_RUN_IDS.values():
         return "ulysses calibration"
+    if row.get("run_id") in ACT_OFFLOAD_RUN_IDS.values():
+        return "act offload calibration"
     if row.get("gpu_name") == H100.name:
         if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
                 ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
@@ -200,6 +203,19 @@ ULYSSES_BYTES_PER_S = 6.11e10
 one-rank row's measured / predicted), over the bytes (bench/estimator/calibrate.py: calibrate_ulysses). What ZeRO-2's
 reduction over the group adds at the step's end (12.4 GB a step there against the all-to-alls' 16.1 GB) is folded in:
 one pair cannot separate the two, so the rate is the all-to-alls' with the ZeRO-2 traffic that comes with them."""
+
+ACT_OFFLOAD_FILE = "bench/long/h200_savers/savers.jsonl"
+ACT_OFFLOAD_RUN_IDS = {"checkpointing": "49eb74cff01347d9bfcb42516dd54676",
+                       "offloaded inputs": "8d44c00fd59b47309bf122663b951729"}
+"""The pair ACT_OFFLOAD_BYTES_PER_S comes from: llama-1b at 131,072 tokens on one H200, --loss tiled with
+checkpointing, without and with --act-ckpt-offload, in one command (14.60 and 22.84 s a step). The same file's
+--tiled-mlp rows and every other offloaded row are judged."""
+
+ACT_OFFLOAD_BYTES_PER_S = 1.04e9
+"""Checkpointed-input bytes --act-ckpt-offload moves per second of step time: the pair's step difference over the
+inputs it keeps on the host (16 layers x 0.5 GiB a step; bench/estimator/calibrate.py: calibrate_act_offload). Far
+below the copies' own bandwidth (the forward's pinned copy and the recompute's copy back): the rate is that of
+dsx.rank.memory_savers as it is, whose gradient returns through a host tensor (bench/long/README.md)."""
 
 
 # --- torch.compile (DeepSpeed's engine.compile(), `dsx run --compile`) ------------------------------------------

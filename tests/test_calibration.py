@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_RUN_IDS, HEADROOM_FILE, HEADROOM_RUN_IDS, ULYSSES_FILE,
-                             calibration_role)
+from dsx.calibration import (ACT_OFFLOAD_FILE, CALIBRATION_FILE, CALIBRATION_RUN_IDS, HEADROOM_FILE,
+                             HEADROOM_RUN_IDS, ULYSSES_FILE, calibration_role)
 from dsx.results import read_rows
 
 
@@ -47,6 +47,8 @@ def test_calibration_roles_come_from_the_shipped_literals():
                                                                                 "calibration": 1}
     assert Counter(map(calibration_role, read_rows(ROOT / CALIBRATION_FILE)))["calibration"] == 6
     assert Counter(map(calibration_role, read_rows(ROOT / ULYSSES_FILE))) == {"ulysses calibration": 2, "judged": 1}
+    assert Counter(map(calibration_role, read_rows(ROOT / ACT_OFFLOAD_FILE))) == {"act offload calibration": 2,
+                                                                                  "judged": 2}
 
 
 # `python -m dsx ARGS...` for each command in one process (one torch import): exit code and stdout of each, and

@@ -22,9 +22,11 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
                              ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, ULYSSES_BYTES_PER_S,
-                             ULYSSES_FILE, ULYSSES_RUN_IDS, GpuKind)
+                             ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S, ACT_OFFLOAD_FILE,
+                             ACT_OFFLOAD_RUN_IDS, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
-from dsx.estimate.predict import ulysses_bytes, ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step
+from dsx.estimate.predict import (act_offload_bytes, ulysses_bytes, ulysses_seconds, zero3_fetch_seconds,
+                                  zero3_fetches_per_step)
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_modules, count_params
@@ -238,6 +240,18 @@ def calibrate_ulysses(rows: list[dict]) -> float:
     return float(f"{ulysses_bytes(setup) / (group['figures']['step_time_s']['median'] - others):.3g}")
 
 
+def calibrate_act_offload(rows: list[dict]) -> float:
+    """ACT_OFFLOAD_BYTES_PER_S from the ACT_OFFLOAD_RUN_IDS pair of `rows` (one configuration without and with
+    --act-ckpt-offload, one command): the offloaded inputs' bytes over the measured step difference."""
+    by_id = {row["run_id"]: row for row in rows}
+    missing = [role for role, run_id in ACT_OFFLOAD_RUN_IDS.items() if run_id not in by_id]
+    if missing:
+        raise EstimateError(f"--act-ckpt-offload calibration rows missing: {', '.join(missing)}")
+    plain, offloaded = (by_id[ACT_OFFLOAD_RUN_IDS[role]] for role in ("checkpointing", "offloaded inputs"))
+    extra = offloaded["figures"]["step_time_s"]["median"] - plain["figures"]["step_time_s"]["median"]
+    return float(f"{act_offload_bytes(setup_of_row(offloaded)) / extra:.3g}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
@@ -285,8 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     ulysses = calibrate_ulysses(list(read_rows(ROOT / ULYSSES_FILE)))
     print(f"# Ulysses' all-to-alls, from {ULYSSES_FILE}: ULYSSES_BYTES_PER_S = {ulysses!r}"
           + ("" if ulysses == ULYSSES_BYTES_PER_S else f"  # dsx ships {ULYSSES_BYTES_PER_S!r}"))
+    offload = calibrate_act_offload(list(read_rows(ROOT / ACT_OFFLOAD_FILE)))
+    print(f"# --act-ckpt-offload, from {ACT_OFFLOAD_FILE}: ACT_OFFLOAD_BYTES_PER_S = {offload!r}"
+          + ("" if offload == ACT_OFFLOAD_BYTES_PER_S else f"  # dsx ships {ACT_OFFLOAD_BYTES_PER_S!r}"))
     return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
-        kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S else 0
+        kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
+        offload != ACT_OFFLOAD_BYTES_PER_S else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.calibration import ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind
+from dsx.calibration import ACT_OFFLOAD_BYTES_PER_S, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
@@ -150,7 +150,24 @@ def step_time(setup: Setup, micro_batch: int) -> float:
 
         passes = (3 if setup.act_ckpt else 2) * setup.grad_accum  # checkpointing's recompute runs the hooks again
         seconds += gpu.zero3_s_per_module_pass * count_modules(setup.resolved) * passes
-    return seconds + zero3_fetch_seconds(setup) + ulysses_seconds(setup)
+    return seconds + zero3_fetch_seconds(setup) + ulysses_seconds(setup) + act_offload_seconds(setup)
+
+
+def act_offload_bytes(setup: Setup) -> float:
+    """Checkpointed-input bytes --act-ckpt-offload keeps on the host per optimizer step (each micro-batch's); 0
+    without it."""
+    if not (setup.act_ckpt and setup.act_ckpt_offload):
+        return 0.0
+    from dsx.activations import saved_bytes
+    from dsx.estimate.states import rank_sequence
+
+    saved = saved_bytes(rank_sequence(setup), setup.attn, precision_of(setup.ds_config))
+    return float(saved.layer_calls * saved.layer_input_per_sample * setup.micro_batch * setup.grad_accum)
+
+
+def act_offload_seconds(setup: Setup) -> float:
+    """What --act-ckpt-offload adds to a step: its bytes at ACT_OFFLOAD_BYTES_PER_S (dsx.calibration)."""
+    return act_offload_bytes(setup) / ACT_OFFLOAD_BYTES_PER_S
 
 
 def zero3_fetches_per_step(setup: Setup) -> float:
@@ -207,6 +224,11 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    if act_offload_bytes(setup):
+        notes.append(f"--act-ckpt-offload: {act_offload_bytes(setup) / 2**30:,.1f} GiB of checkpointed inputs a step "
+                     f"at {ACT_OFFLOAD_BYTES_PER_S / 1e9:.3g} GB/s ({act_offload_seconds(setup):.2f} s, "
+                     "dsx.calibration.ACT_OFFLOAD_BYTES_PER_S: the rate dsx's offload runs at, not the copies' "
+                     "bandwidth)")
     if setup.sequence_parallel:
         notes.append(f"Ulysses' all-to-alls: {ulysses_bytes(setup) / 2**30:,.1f} GiB a step and rank at "
                      f"{ULYSSES_BYTES_PER_S / 1e9:.3g} GB/s ({ulysses_seconds(setup):.2f} s, dsx.calibration."

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsx.estimate import estimate, setup_of_row
+from dsx.estimate.predict import act_offload_bytes, act_offload_seconds
 from dsx.estimate.states import LATE_GRADIENTS
 from dsx.results import read_rows
 
@@ -62,3 +63,21 @@ def test_the_gradients_count_late_in_an_offloaded_checkpoint_backward(run):
 def test_the_late_gradients_are_not_counted_where_checkpointed_inputs_stay_on_the_gpu():
     row = _row("bench/long/h100/longest.jsonl")  # llama-1b, 262,144 tokens, checkpointing without offload
     assert LATE_GRADIENTS not in estimate(setup_of_row(row), search_max=False).breakdown
+
+
+def test_offloading_checkpointed_inputs_costs_their_bytes_at_the_calibrated_rate():
+    row = _row("bench/long/h100/longest.jsonl", 1)  # llama-1b, 262,144 tokens, both savers, one H100
+    setup = setup_of_row(row)
+    assert act_offload_bytes(setup) == 16 * 262_144 * 2048 * 2  # every layer's bf16 input, once a step
+    plain = estimate(dataclasses.replace(setup, act_ckpt_offload=False), search_max=False).step_time_s
+    with_it = estimate(setup, search_max=False).step_time_s
+    assert with_it - plain > act_offload_seconds(setup) > 15  # and the inputs' memory no longer fits on the GPU
+
+
+@pytest.mark.parametrize("path, index", [("bench/long/h100/longest.jsonl", 1), (f"{PEAK}/8b-2steps.jsonl", 0),
+                                         (f"{PEAK}/sp2-hist.jsonl", 0), ("bench/long/h200_savers/savers.jsonl", 3)])
+def test_runs_with_offloaded_checkpointed_inputs_are_priced_within_10_percent(path, index):
+    row = _row(path, index)  # judged rows: the calibration pair is the savers file's first two
+    assert row["toggles"]["act_ckpt_offload"]
+    predicted = estimate(setup_of_row(row), search_max=False).step_time_s
+    assert abs(predicted / row["figures"]["step_time_s"]["median"] - 1) < 0.10
