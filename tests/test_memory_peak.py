@@ -50,7 +50,8 @@ def test_an_address_allocated_again_ends_its_earlier_block_whose_free_was_not_re
 
 
 def test_a_site_names_the_innermost_deepspeed_or_transformers_frames_not_torch_s():
-    assert memory_peak.site([TORCH, LLAMA, STAGE3]) == "modeling_llama.py:forward:42 < stage3.py:_create_fp32_partitions:7"
+    assert memory_peak.site([TORCH, LLAMA, STAGE3]) == \
+        "modeling_llama.py:forward:42 < stage3.py:_create_fp32_partitions:7"
     assert memory_peak.site([TORCH], depth=1) == "functional.py:linear:10"
     assert memory_peak.site([]) == "(no stack)"
 

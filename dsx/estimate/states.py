@@ -152,7 +152,7 @@ def zero3_gathered_params(config: dict, params: int, largest_module: int) -> int
 def activation_bytes(setup: Setup, precision: str, micro_batch: int, late_backward: int = 0) -> dict[str, int]:
     """GPU bytes of activations at the start of the backward pass, by part (dsx.activations, meta device), and,
     under checkpointing, what a layer recomputed later in the backward pass adds. `late_backward`: model-state bytes
-    that exist only by then (ZeRO-2's gradient partition and reduce bucket, filled from the first reduction on)."""
+    that exist only by then (ZeRO-1's gradients / ZeRO-2's partition and the reduce bucket, filled in the backward)."""
     from dsx.activations import saved_bytes
 
     saved = saved_bytes(rank_sequence(setup), setup.attn, precision)

@@ -27,9 +27,9 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from dsx.rank import memory_history  # noqa: E402
 from dsx.rank.faults import classify, one_line  # noqa: E402
 from dsx.rank.loop import run  # noqa: E402
-from dsx.rank import memory_history  # noqa: E402
 from dsx.rank.measure import collect_memory  # noqa: E402
 from dsx.rank.progress import Progress  # noqa: E402
 from dsx.rank.protocol import RankPlan  # noqa: E402

@@ -222,8 +222,8 @@ def notes_of(prepared: Prepared, present: list[RankReport], completed, jit_built
         notes.append(f"JIT-built during this run: {', '.join(jit_built)} (see overhead.ds_initialize_s)")
     if status == "oom":
         notes += [n for n in dict.fromkeys(fragmentation_note(r.error) for r in present if r.status == "oom") if n]
-    if status == "ok" and one_step_note(prepared.request, prepared.ds_config):
-        notes.append(one_step_note(prepared.request, prepared.ds_config))
+    if status == "ok" and (note := one_step_note(prepared.request, prepared.ds_config)):
+        notes.append(note)
     if status == "ok":
         losses = [r.loss for r in present]
         if any(abs(a - b) > 1e-3 * max(1.0, abs(a)) for other in losses[1:] for a, b in zip(losses[0], other)):
