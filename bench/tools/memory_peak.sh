@@ -3,7 +3,7 @@
 # at 524,288 tokens on 4 GPUs, Ulysses 4, measured 37.6 GiB, predicted 52.7, in a run of one step; llama-1b at
 # 262,144 tokens with the same savers on one GPU measured 39.5, predicted 33.5). From the repo root, the wheelhouse
 # carried in .whl, on 2 GPUs:
-#     bash bench/tools/memory_peak.sh $OUT          (~7 min; kind nvidia-h200-x2; RUNS="sp2-hist" for some)
+#     bash bench/tools/memory_peak.sh $OUT          (~8.5 min; kind nvidia-h200-x2; RUNS="sp2-hist" for some)
 # Every run: bf16, torch's fused AdamW, the learnable synthetic data, --no-comm-log, expandable segments, the 524k
 # row's savers (checkpointing, --loss tiled, --act-ckpt-offload, --tiled-mlp), ZeRO-3 unless said:
 #   8b-1step    llama-8b's layers, hidden, heads and vocabulary with 4 of its 32 layers (every activation part per rank
