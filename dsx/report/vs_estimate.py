@@ -50,7 +50,9 @@ def vs_estimate_table(rows: list[dict]) -> Table:
         "offload; role: calibration rows set dsx.estimate's constants, fit calibration rows set the allocator "
         "headroom (their memory is judged), judged rows set nothing. MiB sent/step: what DeepSpeed's comms logger "
         "counted per optimizer step and rank on a multi-GPU row, beside dsx.comm's prediction (the row's own). host GiB: "
-        "the peak RSS per rank, on rows that keep optimizer state or checkpointed inputs in host memory."]
+        "the peak RSS per rank, on rows that keep optimizer state or checkpointed inputs in host memory. A row of one "
+        "step (no warm-up) is predicted without Adam's moments in its forward/backward: they are made at its first "
+        "optimizer step."]
     return table
 
 
