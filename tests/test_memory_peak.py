@@ -66,7 +66,30 @@ def test_live_blocks_are_summed_by_site_the_most_bytes_first():
 def test_the_history_is_recorded_only_when_asked_and_only_on_cuda_ranks(monkeypatch, tmp_path):
     report = RankReport(rank=0)
     monkeypatch.delenv(memory_history.ENV, raising=False)
-    assert memory_history.start(None, True, report) is None and report.notes == []
+    assert memory_history.start(None, True, report, "run1") is None and report.notes == []
     monkeypatch.setenv(memory_history.ENV, str(tmp_path))
-    assert memory_history.start(None, False, report) is None
+    assert memory_history.start(None, False, report, "run1") is None
     assert report.notes == ["DSX_MEMORY_HISTORY ignored: CPU ranks have no CUDA allocator to record"]
+
+
+def test_each_run_dumps_its_history_into_a_folder_of_its_own(monkeypatch, tmp_path):
+    recorded = {}
+
+    class Memory:
+        def _record_memory_history(self, **kwargs):
+            recorded.update(kwargs)
+
+        def _dump_snapshot(self, path):
+            Path(path).write_bytes(b"history")
+
+    class Torch:
+        class cuda:
+            memory = Memory()
+
+    report = RankReport(rank=1)
+    monkeypatch.setenv(memory_history.ENV, str(tmp_path))
+    where = memory_history.start(Torch, True, report, "0f21d560")
+    memory_history.dump(Torch, where, 1, report)
+    assert (tmp_path / "0f21d560" / "rank1.pickle").read_bytes() == b"history"
+    assert recorded == {"context": "alloc", "stacks": "python", "max_entries": memory_history.MAX_ENTRIES}
+    assert report.notes[-1] == f"DSX_MEMORY_HISTORY: allocation history in {tmp_path / '0f21d560' / 'rank1.pickle'}"

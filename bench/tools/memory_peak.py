@@ -3,7 +3,7 @@
 alive then are summed by the code that allocated them, beside what `dsx estimate` says the row's peak holds.
 
     DSX_MEMORY_HISTORY=$OUT/hist python3 -m dsx run ... --results $OUT/rows.jsonl
-    python3 bench/tools/memory_peak.py $OUT/hist/rank0.pickle --row $OUT/rows.jsonl --out $OUT/peak.md
+    python3 bench/tools/memory_peak.py $OUT/hist/RUN_ID/rank0.pickle --row $OUT/rows.jsonl --out $OUT/peak.md
 
 Why: `dsx estimate` predicts memory by parts (parameters, optimizer states, checkpointed inputs, the loss's tiles,
 ...); where a row's peak differs from the prediction, the parts are what must be checked, not the total.
@@ -114,7 +114,7 @@ def report(snapshot: dict, rows_path: str | None, top: int, depth: int) -> tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("snapshot", help="DIR/rank<N>.pickle written under DSX_MEMORY_HISTORY=DIR")
+    parser.add_argument("snapshot", help="DIR/<run id>/rank<N>.pickle written under DSX_MEMORY_HISTORY=DIR")
     parser.add_argument("--row", help="the run's rows (JSONL): dsx estimate's parts for its last row beside")
     parser.add_argument("--top", type=int, default=25, help="sites listed (the rest summed)")
     parser.add_argument("--depth", type=int, default=2, help="frames named per site")

@@ -44,10 +44,10 @@ for name in ${RUNS:-8b-1step 8b-2steps 8b-hist 1b-hist sp2-hist}; do
   # shellcheck disable=SC2086  # the run's flags are words
   run_by 150 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${history[@]}" \
     python3 -m dsx run "${savers[@]}" ${runs[$name]} --results "$dir/$name.jsonl" </dev/null
-  if [ -s "$dir/$name.hist/rank0.pickle" ]; then
-    run_by 90 python3 bench/tools/memory_peak.py "$dir/$name.hist/rank0.pickle" --row "$dir/$name.jsonl" \
+  for history in "$dir/$name.hist"/*/rank0.pickle; do  # DSX_MEMORY_HISTORY writes DIR/<run id>/rank<N>.pickle
+    [ -s "$history" ] && run_by 90 python3 bench/tools/memory_peak.py "$history" --row "$dir/$name.jsonl" \
       --out "$dir/$name.md"
-  fi
+  done
   rm -rf "$dir/$name.hist" "${dir:?}/$name"  # the history (hundreds of MB) and the run's folder: rows and report stay
 done
 show_log

@@ -63,7 +63,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
             report.notes.append("--tf32 has no effect on CPU ranks")
     deepspeed.init_distributed()
     apply_memory_cap(torch, device, on_cuda, plan.memory_cap, report)
-    state["memory_history"] = memory_history.start(torch, on_cuda, report)
+    state["memory_history"] = memory_history.start(torch, on_cuda, report, Path(plan.output_dir).name)
     progress.phase("distributed")
 
     from dsx.models import resolve_model

@@ -1,6 +1,6 @@
 """DSX_MEMORY_HISTORY=DIR: every CUDA allocation of a rank recorded with its Python stack, dumped to
-DIR/rank<N>.pickle when the rank ends (after an OOM too), to see what holds the memory at the peak
-(bench/tools/memory_peak.py reads it; pytorch.org/memory_viz draws it).
+DIR/<run id>/rank<N>.pickle when the rank ends (after an OOM too; a sweep's trials each in a folder of their own),
+to see what holds the memory at the peak (bench/tools/memory_peak.py reads it; pytorch.org/memory_viz draws it).
 
 A diagnostic, off by default: recording costs host time on every allocation (a long-context step with few, large
 allocations showed none: 11.78 s with it, 11.85 without, bench/tools/h200_memory_peak), so a row measured with it
@@ -18,8 +18,8 @@ ENV = "DSX_MEMORY_HISTORY"
 MAX_ENTRIES = 2_000_000  # allocation events kept (a ring buffer): enough for deepspeed.initialize + a few steps
 
 
-def start(torch, on_cuda: bool, report) -> Path | None:
-    """Record from now on; the folder to dump into, or None when not asked for (or on CPU ranks)."""
+def start(torch, on_cuda: bool, report, run_id: str) -> Path | None:
+    """Record from now on; the folder to dump into (DIR/<run id>), or None when not asked for (or on CPU ranks)."""
     where = os.environ.get(ENV)
     if not where:
         return None
@@ -30,11 +30,11 @@ def start(torch, on_cuda: bool, report) -> Path | None:
     # ("SystemError: <built-in function cross_entropy_loss> returned NULL without setting an exception")
     torch.cuda.memory._record_memory_history(context="alloc", stacks="python", max_entries=MAX_ENTRIES)
     report.notes.append(f"{ENV}: every CUDA allocation recorded with its Python stack (its host time is in the steps)")
-    return Path(where)
+    return Path(where) / run_id
 
 
 def dump(torch, where: Path, rank: int, report) -> None:
-    """Write DIR/rank<N>.pickle; a failure to write is a note, never the rank's failure."""
+    """Write DIR/<run id>/rank<N>.pickle; a failure to write is a note, never the rank's failure."""
     try:
         where.mkdir(parents=True, exist_ok=True)
         path = where / f"rank{rank}.pickle"
