@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dsx.calibration import COMPILE_SPEEDUP
 from dsx.config_facts import precision_of
-from dsx.estimate.states import Setup, compiled_counted, data_parallel, optimizer_state_bytes, zero_layout
+from dsx.estimate.states import (Setup, checkpointed_input_bytes, compiled_counted, data_parallel,
+                                 optimizer_state_bytes, zero_layout)
 
 
 def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[int, int]:
@@ -27,11 +28,7 @@ def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[
         nvme += int(states * fraction * n_rank) // world
         host += int((per_param[stage] - states) * fraction * n_rank) // world
     if setup.act_ckpt and setup.act_ckpt_offload:
-        from dsx.activations import saved_bytes
-        from dsx.estimate.states import rank_sequence
-
-        saved = saved_bytes(rank_sequence(setup), setup.attn, precision)
-        host += saved.layer_calls * saved.layer_input_per_sample * setup.micro_batch  # pinned
+        host += checkpointed_input_bytes(setup, setup.micro_batch)  # pinned
     p = 4 if precision == "fp32" else 2
     if offload_params == "cpu":
         host += p * n_rank // world

@@ -10,9 +10,9 @@ from dsx.calibration import ACT_OFFLOAD_BYTES_PER_S, ULYSSES_BYTES_PER_S, ZERO3_
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
-from dsx.estimate.states import (Setup, activation_bytes, compute_seconds, data_parallel, model_states,
-                                 offloaded_fraction, optimizer_state_bytes, partial_offload_states,
-                                 zero3_gathered_params, zero_layout)
+from dsx.estimate.states import (Setup, activation_bytes, checkpointed_input_bytes, compute_seconds, data_parallel,
+                                 late_backward_states, model_states, offloaded_fraction, optimizer_state_bytes,
+                                 partial_offload_states, zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
 
@@ -78,14 +78,11 @@ def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str,
                           offload_params=offload_params, bucket=bucket, grad_accum=setup.grad_accum,
                           gathered=gathered)
     states = partial_offload_states(states, setup, n, precision)
-    late = 0
-    if setup.act_ckpt_offload and stage in (1, 2) and offload == "none":
-        # ZeRO-1's whole gradients / ZeRO-2's partition and the reduce bucket, filled during the backward; with the
-        # checkpointed inputs on the GPU (no offload) the inputs consumed by then make room for them (not modelled:
-        # those rows are within 8% without the term)
-        p = 4 if precision == "fp32" else 2
-        grads = p * n if stage == 1 else p * n // data_parallel(setup)
-        late = p * min(bucket, n) + (grads if setup.grad_accum == 1 else 0)
+    # with the checkpointed inputs on the GPU (no --act-ckpt-offload) the inputs consumed by the late backward make
+    # room for its extra states (not modelled: those rows are within 8% without the term)
+    late = late_backward_states(params=n, world=data_parallel(setup), stage=stage, precision=precision,
+                                offload=offload, bucket=bucket, grad_accum=setup.grad_accum) \
+        if setup.act_ckpt_offload else 0
     forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch, late)}
     if setup.first_step_only and "optimizer states" in forward:  # the master weights only, not yet the moments
         moments = optimizer_state_bytes(config) * n // (data_parallel(setup) if stage else 1)
@@ -158,11 +155,7 @@ def act_offload_bytes(setup: Setup) -> float:
     without it."""
     if not (setup.act_ckpt and setup.act_ckpt_offload):
         return 0.0
-    from dsx.activations import saved_bytes
-    from dsx.estimate.states import rank_sequence
-
-    saved = saved_bytes(rank_sequence(setup), setup.attn, precision_of(setup.ds_config))
-    return float(saved.layer_calls * saved.layer_input_per_sample * setup.micro_batch * setup.grad_accum)
+    return float(checkpointed_input_bytes(setup, setup.micro_batch) * setup.grad_accum)
 
 
 def act_offload_seconds(setup: Setup) -> float:
@@ -224,8 +217,8 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
-    if act_offload_bytes(setup):
-        notes.append(f"--act-ckpt-offload: {act_offload_bytes(setup) / 2**30:,.1f} GiB of checkpointed inputs a step "
+    if offloaded_inputs := act_offload_bytes(setup):
+        notes.append(f"--act-ckpt-offload: {offloaded_inputs / 2**30:,.1f} GiB of checkpointed inputs a step "
                      f"at {ACT_OFFLOAD_BYTES_PER_S / 1e9:.3g} GB/s ({act_offload_seconds(setup):.2f} s, "
                      "dsx.calibration.ACT_OFFLOAD_BYTES_PER_S: the rate dsx's offload runs at, not the copies' "
                      "bandwidth)")

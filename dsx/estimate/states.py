@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsx.calibration import GPUS, GpuKind
-from dsx.config_facts import offload_devices, zero_stage
+from dsx.config_facts import offload_devices, precision_of, zero_stage
 
 
 class EstimateError(ValueError):
@@ -132,6 +132,27 @@ def model_states(*, params: int, world: int, stage: int, precision: str, optimiz
     if gathered:
         fwd["gathered parameters"] = p * gathered  # released after each module: not there at the step
     return {"forward": fwd, "step": step}
+
+
+def late_backward_states(*, params: int, world: int, stage: int, precision: str, offload: str, bucket: int,
+                         grad_accum: int) -> int:
+    """Model-state bytes ZeRO-1/2 hold only late in the backward pass, beyond model_states' forward moment: the
+    gradients (ZeRO-1's whole, ZeRO-2's partition; already counted with grad-accum > 1) and the reduce bucket, filled
+    from the first reduction on (LATE_GRADIENTS). 0 for other stages and under optimizer offload."""
+    if stage not in (1, 2) or offload != "none":
+        return 0
+    p = 4 if precision == "fp32" else 2
+    grads = p * params if stage == 1 else p * params // world
+    return p * min(bucket, params) + (grads if grad_accum == 1 else 0)
+
+
+def checkpointed_input_bytes(setup: Setup, micro_batch: int) -> int:
+    """Bytes of every checkpointed layer's input for one micro-batch of `micro_batch` samples (what
+    --act-ckpt-offload keeps in host memory)."""
+    from dsx.activations import saved_bytes
+
+    saved = saved_bytes(rank_sequence(setup), setup.attn, precision_of(setup.ds_config))
+    return saved.layer_calls * saved.layer_input_per_sample * micro_batch
 
 
 def zero3_gathered_params(config: dict, params: int, largest_module: int) -> int:
@@ -337,8 +358,6 @@ def compute_rate(setup: Setup) -> float:
     factor of the model's hidden size, x the compile factor where it applies, x the dropout-free factor for a model
     without dropout, x Liger's and float8's factors (dsx.calibration)."""
     from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP
-    from dsx.config_facts import precision_of
-
     rate = peak_flops(setup.gpu, precision_of(setup.ds_config)) * setup.gpu.achieved_fraction
     rate *= width_factor(setup.gpu, setup.resolved.hidden_size)
     if compiled_counted(setup):
