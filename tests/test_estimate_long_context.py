@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dsx.calibration import calibration_role
 from dsx.estimate import estimate, setup_of_row
 from dsx.estimate.predict import act_offload_bytes, act_offload_seconds
 from dsx.estimate.states import LATE_GRADIENTS
@@ -65,19 +66,33 @@ def test_the_late_gradients_are_not_counted_where_checkpointed_inputs_stay_on_th
     assert LATE_GRADIENTS not in estimate(setup_of_row(row), search_max=False).breakdown
 
 
+OFFLOAD = "bench/long/h200_offload"
+
+
 def test_offloading_checkpointed_inputs_costs_their_bytes_at_the_calibrated_rate():
-    row = _row("bench/long/h100/longest.jsonl", 1)  # llama-1b, 262,144 tokens, both savers, one H100
+    row = _row(f"{OFFLOAD}/longest.jsonl")  # llama-1b, 262,144 tokens, both savers, one H200
     setup = setup_of_row(row)
     assert act_offload_bytes(setup) == 16 * 262_144 * 2048 * 2  # every layer's bf16 input, once a step
     plain = estimate(dataclasses.replace(setup, act_ckpt_offload=False), search_max=False).step_time_s
     with_it = estimate(setup, search_max=False).step_time_s
-    assert with_it - plain > act_offload_seconds(setup) > 15  # and the inputs' memory no longer fits on the GPU
+    assert with_it - plain == pytest.approx(act_offload_seconds(setup), rel=0.01)
+    assert 0.3 < act_offload_seconds(setup) < 0.02 * row["figures"]["step_time_s"]["median"]  # 16 GiB: 0.5 s of 55
 
 
-@pytest.mark.parametrize("path, index", [("bench/long/h100/longest.jsonl", 1), (f"{PEAK}/8b-2steps.jsonl", 0),
-                                         (f"{PEAK}/sp2-hist.jsonl", 0), ("bench/long/h200_savers/savers.jsonl", 3)])
-def test_runs_with_offloaded_checkpointed_inputs_are_priced_within_10_percent(path, index):
+@pytest.mark.parametrize("path, index", [(f"{OFFLOAD}/longest.jsonl", 0), (f"{OFFLOAD}/8b-2steps.jsonl", 0),
+                                         (f"{OFFLOAD}/savers.jsonl", 3)])
+def test_runs_with_offloaded_checkpointed_inputs_are_priced_within_5_percent(path, index):
     row = _row(path, index)  # judged rows: the calibration pair is the savers file's first two
-    assert row["toggles"]["act_ckpt_offload"]
+    assert row["toggles"]["act_ckpt_offload"] and calibration_role(row) == "judged"
     predicted = estimate(setup_of_row(row), search_max=False).step_time_s
-    assert abs(predicted / row["figures"]["step_time_s"]["median"] - 1) < 0.10
+    assert abs(predicted / row["figures"]["step_time_s"]["median"] - 1) < 0.05
+
+
+def test_rows_of_the_first_offload_are_judged_for_memory_not_time():
+    first, now = _row("bench/long/h200_savers/savers.jsonl", 1), _row(f"{OFFLOAD}/savers.jsonl", 1)
+    assert calibration_role(first) == "first offload" and calibration_role(now) == "act offload calibration"
+    steps = first["command"].index("--steps") + 1
+    assert first["command"][:steps] + first["command"][steps + 1:] == now["command"][:steps] + now["command"][steps + 1:]
+    step = {name: r["figures"]["step_time_s"]["median"] for name, r in (("first", first), ("now", now))}
+    assert step["first"] > 1.5 * step["now"]  # 22.8 s against 14.6 s: the gradients' pageable round trip
+    assert abs(_error(first)) < 0.02 and abs(_error(now)) < 0.02  # the memory is the same

@@ -54,6 +54,23 @@ def test_the_savers_keep_the_loss_and_every_gradient(offload, tiled):
     assert len({c.untyped_storage().data_ptr() for c in host_copies}) == len(host_copies)
 
 
+def test_the_recompute_reads_the_host_copies_not_a_kept_device_input():
+    from dsx.rank.memory_savers import offload_checkpointed_inputs
+
+    model, ids = _model()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    host_copies: list = []
+    offload_checkpointed_inputs(model, host_copies)
+    _, expected = _loss_and_grads(model, ids)
+    host_copies.clear()
+    model.zero_grad(set_to_none=True)
+    loss = model(input_ids=ids, labels=ids).loss
+    for copy_ in host_copies:  # only the backward pass reads them: spoil them between the passes
+        copy_.zero_()
+    loss.backward()
+    assert not torch.allclose(model.model.embed_tokens.weight.grad, expected["model.embed_tokens.weight"])
+
+
 def test_the_mlp_is_sliced_as_deepspeeds_example_slices_it():
     assert mlp_slices(128, 64) == 2 and mlp_slices(131072, 4096) == 32 and mlp_slices(100, 4096) == 1
 

@@ -220,8 +220,8 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     if offloaded_inputs := act_offload_bytes(setup):
         notes.append(f"--act-ckpt-offload: {offloaded_inputs / 2**30:,.1f} GiB of checkpointed inputs a step "
                      f"at {ACT_OFFLOAD_BYTES_PER_S / 1e9:.3g} GB/s ({act_offload_seconds(setup):.2f} s, "
-                     "dsx.calibration.ACT_OFFLOAD_BYTES_PER_S: the rate dsx's offload runs at, not the copies' "
-                     "bandwidth)")
+                     "dsx.calibration.ACT_OFFLOAD_BYTES_PER_S: the copy to the host and the recompute's copy back, "
+                     "on the compute stream)")
     if setup.sequence_parallel:
         notes.append(f"Ulysses' all-to-alls: {ulysses_bytes(setup) / 2**30:,.1f} GiB a step and rank at "
                      f"{ULYSSES_BYTES_PER_S / 1e9:.3g} GB/s ({ulysses_seconds(setup):.2f} s, dsx.calibration."
