@@ -183,3 +183,18 @@ def test_longest_answers_with_the_savers_for_llama():
     assert [(a["loss"], a["savers"]) for a in answers] == [("plain", False), ("tiled", False), ("tiled", True)]
     assert answers[2]["longest"] > answers[1]["longest"] > answers[0]["longest"]
     assert answers[2]["command"].endswith("--act-ckpt --loss tiled --act-ckpt-offload --tiled-mlp")
+
+
+def test_the_largest_micro_batch_leaves_room_on_the_host_for_the_offloaded_inputs():
+    from dataclasses import replace
+
+    from dsx.estimate import max_micro_batch
+    from dsx.estimate.host import host_bytes
+    from dsx.estimate.states import checkpointed_input_bytes
+
+    setup = _setup(act_ckpt_offload=True)
+    assert max_micro_batch(setup) > 2  # the GPU alone: its checkpointed inputs are on the host
+    at_one = host_bytes(setup, 10**9, 1, 0.0)[0]  # the parameters do not reach the host without optimizer offload
+    room_for_one_more = at_one + checkpointed_input_bytes(setup, 1)
+    assert max_micro_batch(replace(setup, host_memory=room_for_one_more)) == 2
+    assert max_micro_batch(replace(setup, host_memory=room_for_one_more - 1)) == 1

@@ -3,7 +3,7 @@ and the Estimate that `dsx estimate`, the sweep and `dsx estimate --largest` rea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dsx.calibration import ACT_OFFLOAD_BYTES_PER_S, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind
@@ -116,18 +116,41 @@ def _beside_allocated(gpu: GpuKind) -> int:
 
 
 def max_micro_batch(setup: Setup, limit: int = 1 << 16) -> int | None:
-    """The largest micro-batch predicted to fit (memory grows with it); None when even 1 does not."""
+    """The largest micro-batch predicted to fit (memory grows with it); None when even 1 does not fit the GPU.
+    Above 1 the host must also hold what grows with the micro-batch: --act-ckpt-offload's inputs."""
     capacity = _capacity(setup)
     if gpu_needed(setup, 1) > capacity:
         return None
+
+    def fits(micro_batch: int) -> bool:
+        return gpu_needed(setup, micro_batch) <= capacity and _host_fits(setup, micro_batch)
+
     low, high = 1, 2
-    while high <= limit and gpu_needed(setup, high) <= capacity:
+    while high <= limit and fits(high):
         low, high = high, high * 2
     high = min(high, limit + 1)
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (mid, high) if gpu_needed(setup, mid) <= capacity else (low, mid)
+        low, high = (mid, high) if fits(mid) else (low, mid)
     return low
+
+
+def _host_fits(setup: Setup, micro_batch: int) -> bool:
+    """Whether the host's RAM and NVMe hold the ranks' shares at `micro_batch` (only --act-ckpt-offload's inputs
+    depend on it)."""
+    if not (setup.act_ckpt and setup.act_ckpt_offload):
+        return True
+    host, nvme = _host_shares(replace(setup, micro_batch=micro_batch))
+    resources = fit_resources(setup.ranks_per_host or setup.world_size, 0, 1, host, setup.host_memory, nvme,
+                              setup.nvme_free)
+    return all(r.fits for r in resources[1:])
+
+
+def _host_shares(setup: Setup) -> tuple[int, int]:
+    """(host RAM, NVMe bytes) of one rank (dsx.estimate.host.host_bytes): a pipeline rank holds its stage's share."""
+    pipeline = pipeline_summary(setup) if setup.pipeline_stages else None
+    n_rank = max(s["params"] for s in pipeline["per_stage"]) if pipeline else _params(setup)
+    return host_bytes(setup, n_rank, data_parallel(setup), offloaded_fraction(setup))
 
 
 def step_time(setup: Setup, micro_batch: int) -> float:
@@ -200,14 +223,13 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     n = _params(setup)
     allocated, moment, breakdown = _peak_allocated(setup, setup.micro_batch)
     pipeline = pipeline_summary(setup) if setup.pipeline_stages else None
-    n_rank = max(s["params"] for s in pipeline["per_stage"]) if pipeline else n  # a rank's share of the model
     world = data_parallel(setup)
     reserved = int(allocated * setup.gpu.fragmentation)
     used = reserved + setup.gpu.context_bytes
     needed = allocated + _beside_allocated(setup.gpu)
     capacity = _capacity(setup)
     fraction = offloaded_fraction(setup)
-    host, nvme = host_bytes(setup, n_rank, world, fraction)
+    host, nvme = _host_shares(setup)
     seconds = step_time(setup, setup.micro_batch)
     tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world // (setup.sequence_parallel or 1)
     notes = []
