@@ -122,11 +122,11 @@ def test_a_sweep_without_checkpointing_refuses_the_offload():
                                                       "checkpointing saves in host memory: add on to --act-ckpt")
 
 
-def _setup(**savers):
+def _setup(seq_len: int = 32768, **savers):
     from dsx.estimate import GPUS, Setup
     from dsx.run import RunRequest, resolve_trial
 
-    trial = resolve_trial(RunRequest(model="llama-1b", seq_len=32768, overrides={"max_position_embeddings": 32768},
+    trial = resolve_trial(RunRequest(model="llama-1b", seq_len=seq_len, overrides={"max_position_embeddings": seq_len},
                                      config_flags={"zero": 2, "micro_batch": 1}, act_ckpt=True, loss="tiled",
                                      **savers))
     return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=1, micro_batch=1, act_ckpt=True,
@@ -198,3 +198,14 @@ def test_the_largest_micro_batch_leaves_room_on_the_host_for_the_offloaded_input
     room_for_one_more = at_one + checkpointed_input_bytes(setup, 1)
     assert max_micro_batch(replace(setup, host_memory=room_for_one_more)) == 2
     assert max_micro_batch(replace(setup, host_memory=room_for_one_more - 1)) == 1
+
+
+def test_the_host_holds_each_pinned_input_rounded_up_to_a_power_of_two():
+    from dsx.estimate.host import host_bytes
+
+    def on_host(seq_len: int) -> int:
+        return host_bytes(_setup(seq_len, act_ckpt_offload=True), 10**9, 1, 0.0)[0] - \
+            host_bytes(_setup(seq_len), 10**9, 1, 0.0)[0]
+
+    assert on_host(32768) == 16 * 32768 * 2048 * 2  # 128 MiB a layer: a power of two already
+    assert on_host(24576) == 16 * 128 * 2**20  # 96 MiB a layer takes torch's caching host allocator 128

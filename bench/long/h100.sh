@@ -15,6 +15,10 @@
 #   8b       llama-8b (Llama-3-8B's shape) at 131,072 tokens on one GPU as `dsx estimate --model llama-8b --longest`
 #            proposes on an H200 (ZeRO-3, 60% of the optimizer offloaded to the CPU, --loss tiled, checkpointing,
 #            expandable segments, DeepSpeed's CPU Adam), 1 timed step after 1
+#   8b-long  llama-8b at LENGTH tokens (default 196,608) on one H200 with both savers: ZeRO-3, 30% of the optimizer
+#            offloaded to the CPU (DeepSpeed's CPU Adam), --loss tiled, checkpointing, --act-ckpt-offload,
+#            --tiled-mlp, expandable segments; one step, no warm-up (at 262,144 the start and two steps do not fit one
+#            10-minute command, and the 128 GiB host killed the rank: bench/long/h200_8b_long)
 # Every run: bf16, torch's fused AdamW (no JIT build; 8b: CPU Adam), the learnable synthetic data, --no-comm-log (one rank).
 set -uo pipefail
 out=${1:?usage: bench/long/h100.sh OUT PART...}
@@ -52,7 +56,14 @@ for part in "$@"; do
         --gpus 1 --zero 3 --offload cpu --ds-set zero_optimization.offload_optimizer.ratio=0.6 --precision bf16 \
         --micro-batch 1 --act-ckpt --loss tiled --no-comm-log --seq-len 131072 \
         --set max_position_embeddings=131072 --steps 1 --warmup 1 --results "$res" </dev/null ;;
-    *) echo "bench/long/h100.sh: unknown part '$part' (pairs, micro, longest, savers, 8b)" >&2; exit 2 ;;
+    8b-long)
+      length=${LENGTH:-196608}
+      BUILD_S=150 build_ops CPUAdamBuilder
+      run_by 560 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 -m dsx run --model llama-8b \
+        --gpus 1 --zero 3 --offload cpu --ds-set zero_optimization.offload_optimizer.ratio=0.3 --precision bf16 \
+        --micro-batch 1 --act-ckpt --loss tiled --act-ckpt-offload --tiled-mlp --no-comm-log --seq-len "$length" \
+        --set max_position_embeddings="$length" --steps 1 --warmup 0 --results "$res" </dev/null ;;
+    *) echo "bench/long/h100.sh: unknown part '$part' (pairs, micro, longest, savers, 8b, 8b-long)" >&2; exit 2 ;;
   esac
   [ -s "$res" ] && [ "$part" != micro ] && python3 -m dsx report "$res" --format markdown >>"$log" 2>&1
 done

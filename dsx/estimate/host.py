@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dsx.calibration import COMPILE_SPEEDUP
 from dsx.config_facts import precision_of
-from dsx.estimate.states import (Setup, checkpointed_input_bytes, compiled_counted, data_parallel,
-                                 optimizer_state_bytes, zero_layout)
+from dsx.estimate.states import (Setup, compiled_counted, data_parallel, optimizer_state_bytes, pinned_input_bytes,
+                                 zero_layout)
 
 
 def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[int, int]:
     """(host RAM, NVMe bytes) of one rank: the process, the offloaded share `fraction` of the optimizer's
     calibrated host bytes (on NVMe: its states on the drive, the rest in RAM), offloaded parameters, the
-    checkpointed layer inputs of --act-ckpt-offload."""
+    checkpointed layer inputs of --act-ckpt-offload (pinned: each rounded up to a power of two)."""
     config = setup.ds_config
     stage, offload, offload_params, _ = zero_layout(config)
     precision = precision_of(config)
@@ -28,7 +28,7 @@ def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[
         nvme += int(states * fraction * n_rank) // world
         host += int((per_param[stage] - states) * fraction * n_rank) // world
     if setup.act_ckpt and setup.act_ckpt_offload:
-        host += checkpointed_input_bytes(setup, setup.micro_batch)  # pinned
+        host += pinned_input_bytes(setup, setup.micro_batch)
     p = 4 if precision == "fp32" else 2
     if offload_params == "cpu":
         host += p * n_rank // world
