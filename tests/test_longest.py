@@ -12,7 +12,7 @@ from dsx.cli import cli
 def longest(*args: str):
     result = CliRunner().invoke(cli, ["estimate", "--longest", "--json", *args])
     assert result.exit_code == 0, result.output
-    return {answer["loss"]: answer for answer in json.loads(result.stdout)}
+    return {answer["loss"] + (" + savers" if answer["savers"] else ""): answer for answer in json.loads(result.stdout)}
 
 
 def test_llama_1b_trains_a_longer_sequence_on_an_h100_with_the_tiled_loss():
@@ -26,6 +26,10 @@ def test_llama_1b_trains_a_longer_sequence_on_an_h100_with_the_tiled_loss():
         assert f"--set max_position_embeddings={answer['longest']}" in answer["command"]  # RoPE: raised to fit
         assert answer["next_reason"].endswith("has 79.18 GiB")
     assert "--loss tiled" in tiled["command"] and "--loss" not in plain["command"]
+    savers = answers["tiled + savers"]  # the checkpointed inputs on the host, the MLP in slices
+    assert savers["longest"] > 2 * tiled["longest"]
+    host = [r for r in savers["estimate"]["resources"] if r["name"] == "host memory"][0]
+    assert host["fits"] and host["capacity"] == int(125 * 2**30 * (1 - 0.141))  # dsx.fit.HOST_ERROR kept free
 
 
 def test_a_model_with_learned_positions_stops_at_its_table():

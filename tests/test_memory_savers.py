@@ -51,7 +51,7 @@ def test_the_savers_keep_the_loss_and_every_gradient(offload, tiled):
         torch.testing.assert_close(grads[name], grad, rtol=1e-5, atol=1e-6)
     # one host copy per layer call, each its own storage (on a GPU: pinned host memory)
     assert len(host_copies) == (model.config.num_hidden_layers if offload else 0)
-    assert len({c.untyped_storage().data_ptr() for c in host_copies}) == len(host_copies)
+    assert len({p.untyped_storage().data_ptr() for pieces in host_copies for p in pieces}) == len(host_copies)
 
 
 def test_the_recompute_reads_the_host_copies_not_a_kept_device_input():
@@ -65,8 +65,9 @@ def test_the_recompute_reads_the_host_copies_not_a_kept_device_input():
     host_copies.clear()
     model.zero_grad(set_to_none=True)
     loss = model(input_ids=ids, labels=ids).loss
-    for copy_ in host_copies:  # only the backward pass reads them: spoil them between the passes
-        copy_.zero_()
+    for pieces in host_copies:  # only the backward pass reads them: spoil them between the passes
+        for piece in pieces:
+            piece.zero_()
     loss.backward()
     assert not torch.allclose(model.model.embed_tokens.weight.grad, expected["model.embed_tokens.weight"])
 
@@ -200,12 +201,46 @@ def test_the_largest_micro_batch_leaves_room_on_the_host_for_the_offloaded_input
     assert max_micro_batch(replace(setup, host_memory=room_for_one_more - 1)) == 1
 
 
-def test_the_host_holds_each_pinned_input_rounded_up_to_a_power_of_two():
+def test_a_host_copy_is_held_in_power_of_two_pieces():
+    from dsx.rank.memory_savers import SMALLEST_PIECE, host_pieces, pinned_bytes
+
+    assert host_pieces(3 * 2**29) == [2**30, 2**29]  # 1.5 GiB: 1 GiB + 512 MiB
+    assert host_pieces(2**30 + 3 * 2**20) == [2**30, 3 * 2**20]  # below SMALLEST_PIECE: the rest in one piece
+    assert pinned_bytes(2**30 + 3 * 2**20) == 2**30 + 4 * 2**20  # only that piece is rounded up
+    assert pinned_bytes(3 * 2**29) == 3 * 2**29 and pinned_bytes(SMALLEST_PIECE) == SMALLEST_PIECE
+    size = 1_591_296 * 2048 * 2  # llama-1b's layer input at 1,591,296 tokens: 6.07 GiB in 8 pieces, not 8 GiB
+    assert sum(host_pieces(size)) == size and pinned_bytes(size) - size < SMALLEST_PIECE
+
+
+def test_the_host_holds_the_pinned_inputs_with_at_most_one_rounded_piece_each():
     from dsx.estimate.host import host_bytes
 
     def on_host(seq_len: int) -> int:
         return host_bytes(_setup(seq_len, act_ckpt_offload=True), 10**9, 1, 0.0)[0] - \
             host_bytes(_setup(seq_len), 10**9, 1, 0.0)[0]
 
-    assert on_host(32768) == 16 * 32768 * 2048 * 2  # 128 MiB a layer: a power of two already
-    assert on_host(24576) == 16 * 128 * 2**20  # 96 MiB a layer takes torch's caching host allocator 128
+    assert on_host(32768) == 16 * 32768 * 2048 * 2  # 128 MiB a layer: one piece, a power of two
+    assert on_host(24576) == 16 * 64 * 2**20 + 16 * 32 * 2**20  # 96 MiB: 64 + 32, each a power of two
+    assert on_host(20480) == 16 * (64 + 16) * 2**20  # 80 MiB: 64 + 16
+
+
+def test_the_layer_input_goes_to_the_host_in_pieces_and_comes_back_whole():
+    from dsx.rank import memory_savers
+    from dsx.rank.memory_savers import offload_checkpointed_inputs
+
+    model, ids = _model(seq_len=100)
+    expected_loss, expected = _loss_and_grads(model, ids)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    host_copies: list = []
+    offload_checkpointed_inputs(model, host_copies)
+    smallest = memory_savers.SMALLEST_PIECE
+    try:
+        memory_savers.SMALLEST_PIECE = 4096  # a layer input of 2 x 100 x 64 fp32 values: 32 + 16 KiB + the last 2
+        loss, grads = _loss_and_grads(model, ids)
+    finally:
+        memory_savers.SMALLEST_PIECE = smallest
+    assert [[p.numel() * 4 for p in pieces] for pieces in host_copies] == \
+        [[32768, 16384, 2048]] * model.config.num_hidden_layers
+    assert loss == pytest.approx(expected_loss, rel=1e-6)
+    for name, grad in expected.items():
+        torch.testing.assert_close(grads[name], grad, rtol=1e-5, atol=1e-6)

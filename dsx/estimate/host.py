@@ -14,7 +14,7 @@ from dsx.estimate.states import (Setup, compiled_counted, data_parallel, optimiz
 def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[int, int]:
     """(host RAM, NVMe bytes) of one rank: the process, the offloaded share `fraction` of the optimizer's
     calibrated host bytes (on NVMe: its states on the drive, the rest in RAM), offloaded parameters, the
-    checkpointed layer inputs of --act-ckpt-offload (pinned: each rounded up to a power of two)."""
+    checkpointed layer inputs of --act-ckpt-offload (pinned, in power-of-two pieces)."""
     config = setup.ds_config
     stage, offload, offload_params, _ = zero_layout(config)
     precision = precision_of(config)

@@ -157,13 +157,13 @@ def checkpointed_input_bytes(setup: Setup, micro_batch: int) -> int:
 
 def pinned_input_bytes(setup: Setup, micro_batch: int) -> int:
     """Host memory --act-ckpt-offload's pinned copies take: torch's caching host allocator rounds each pinned
-    allocation up to a power of two (unless PYTORCH_ALLOC_CONF sets pinned_max_round_threshold_mb), so a layer's
-    1.5 GiB input takes 2 GiB (llama-8b at 196,608 tokens: 64 GiB for 48)."""
+    allocation up to a power of two, so dsx holds each copy in power-of-two pieces (dsx.rank.memory_savers.host_pieces)
+    and only the last, smallest piece is rounded."""
     from dsx.activations import saved_bytes
+    from dsx.rank.memory_savers import pinned_bytes
 
     saved = saved_bytes(rank_sequence(setup), setup.attn, precision_of(setup.ds_config))
-    per_call = saved.layer_input_per_sample * micro_batch
-    return saved.layer_calls * (1 << max(0, per_call - 1).bit_length())
+    return saved.layer_calls * pinned_bytes(saved.layer_input_per_sample * micro_batch)
 
 
 def zero3_gathered_params(config: dict, params: int, largest_module: int) -> int:

@@ -9,6 +9,9 @@
   copy itself and paid two synchronous pageable copies of every layer's gradient: 1.04 GB/s in all, 8.2 s a step
   for llama-1b at 131k tokens). The GPU input is freed as soon as the layer has consumed it (nothing else holds it:
   the previous layer is checkpointed too).
+  The host copy is held in pieces whose sizes are powers of two (host_pieces): torch's caching host allocator rounds
+  each pinned allocation up to the next power of two, so one 1.5 GiB copy would take 2 GiB (llama-8b at 196,608
+  tokens: 64 GiB of host memory for 48, and the 128 GiB host killed the rank).
 - `--tiled-mlp`: each Llama MLP runs through DeepSpeed's TiledMLP (deepspeed.runtime.sequence_parallel.ulysses_sp),
   which computes the MLP a slice of tokens at a time and recomputes each slice in the backward pass, so the
   [tokens, intermediate_size] tensors of the gate, up and product never exist whole (4 x 14336 x 2 bytes a token for
@@ -37,10 +40,30 @@ def offload_checkpointed_inputs(model, host_copies: list | None = None) -> int:
     return changed
 
 
-class _HostCopy:
-    """One checkpointed layer input: its host copy, and the device tensor until the layer's first forward takes it."""
+SMALLEST_PIECE = 64 * 2**20
+"""Bytes below which the rest of a host copy is one last piece (rounded up by the allocator: at most this much lost)."""
 
-    __slots__ = ("host", "on_device", "device", "pinned")
+
+def host_pieces(size: int) -> list[int]:
+    """The byte sizes a host copy of `size` bytes is held in: powers of two, largest first, down to SMALLEST_PIECE,
+    then the rest. 1.5 GiB -> 1 GiB + 512 MiB."""
+    pieces = []
+    while size >= SMALLEST_PIECE:
+        pieces.append(1 << (size.bit_length() - 1))
+        size -= pieces[-1]
+    return pieces + ([size] if size else [])
+
+
+def pinned_bytes(size: int) -> int:
+    """Host memory a copy of `size` bytes takes once torch's caching host allocator has rounded each piece."""
+    return sum(1 << (piece - 1).bit_length() for piece in host_pieces(size))
+
+
+class _HostCopy:
+    """One checkpointed layer input: its host copy (pieces of the flattened tensor), its shape, and the device tensor
+    until the layer's first forward takes it."""
+
+    __slots__ = ("pieces", "shape", "on_device", "device", "pinned")
 
 
 def _offloading(checkpoint, host_copies: list | None):
@@ -57,7 +80,7 @@ def _offloading(checkpoint, host_copies: list | None):
         parked = _HostCopy()
         placeholder = park.apply(args[0], parked)
         if host_copies is not None:
-            host_copies.append(parked.host)
+            host_copies.append(parked.pieces)
 
         def on_device(placeholder, parked, *rest, **kw):
             return function(unpark.apply(placeholder, parked), *rest, **kw)
@@ -78,9 +101,13 @@ def _park_functions():
     class Park(torch.autograd.Function):
         @staticmethod
         def forward(ctx, hidden, parked):
-            parked.device, parked.pinned = hidden.device, hidden.device.type == "cuda"
-            parked.host = torch.empty(hidden.shape, dtype=hidden.dtype, device="cpu", pin_memory=parked.pinned)
-            parked.host.copy_(hidden, non_blocking=parked.pinned)
+            parked.device, parked.pinned, parked.shape = hidden.device, hidden.device.type == "cuda", hidden.shape
+            flat, parked.pieces, start = hidden.reshape(-1), [], 0
+            for size in host_pieces(flat.numel() * flat.element_size()):
+                count = size // flat.element_size()
+                piece = torch.empty(count, dtype=flat.dtype, device="cpu", pin_memory=parked.pinned)
+                parked.pieces.append(piece.copy_(flat[start:start + count], non_blocking=parked.pinned))
+                start += count
             parked.on_device = hidden
             return hidden.new_zeros(1).expand(hidden.shape)  # one element, whatever the shape
 
@@ -94,7 +121,12 @@ def _park_functions():
             if parked.on_device is not None:  # the first forward: the input is still on the device
                 hidden, parked.on_device = parked.on_device, None
                 return hidden.detach()
-            return parked.host.to(parked.device, non_blocking=parked.pinned)  # the recompute
+            hidden = torch.empty(parked.shape.numel(), dtype=parked.pieces[0].dtype, device=parked.device)
+            start = 0  # the recompute
+            for piece in parked.pieces:
+                hidden[start:start + piece.numel()].copy_(piece, non_blocking=parked.pinned)
+                start += piece.numel()
+            return hidden.view(parked.shape)
 
         @staticmethod
         def backward(ctx, grad):
