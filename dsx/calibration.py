@@ -225,7 +225,6 @@ crossed to the host and back through pageable memory (1.04 GB/s of offloaded byt
 now (calibration_role 'first offload')."""
 
 
-
 # --- torch.compile (DeepSpeed's engine.compile(), `dsx run --compile`) ------------------------------------------
 # Inductor fuses what eager autograd keeps apart (GELU's temporaries, LayerNorm outputs, dropout masks, the fp32
 # upcast of the logits and the loss' gradients), so a compiled model saves fewer bytes for its backward pass than
