@@ -140,15 +140,16 @@ def _host_fits(setup: Setup, micro_batch: int) -> bool:
     depend on it)."""
     if not (setup.act_ckpt and setup.act_ckpt_offload):
         return True
-    host, nvme = _host_shares(replace(setup, micro_batch=micro_batch))
+    at = replace(setup, micro_batch=micro_batch)
+    host, nvme = _host_shares(at, pipeline_summary(at) if at.pipeline_stages else None)
     resources = fit_resources(setup.ranks_per_host or setup.world_size, 0, 1, host, setup.host_memory, nvme,
                               setup.nvme_free)
     return all(r.fits for r in resources[1:])
 
 
-def _host_shares(setup: Setup) -> tuple[int, int]:
-    """(host RAM, NVMe bytes) of one rank (dsx.estimate.host.host_bytes): a pipeline rank holds its stage's share."""
-    pipeline = pipeline_summary(setup) if setup.pipeline_stages else None
+def _host_shares(setup: Setup, pipeline: dict | None) -> tuple[int, int]:
+    """(host RAM, NVMe bytes) of one rank (dsx.estimate.host.host_bytes): a pipeline rank holds its stage's share
+    (`pipeline`: the setup's pipeline_summary, None without stages)."""
     n_rank = max(s["params"] for s in pipeline["per_stage"]) if pipeline else _params(setup)
     return host_bytes(setup, n_rank, data_parallel(setup), offloaded_fraction(setup))
 
@@ -229,7 +230,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     needed = allocated + _beside_allocated(setup.gpu)
     capacity = _capacity(setup)
     fraction = offloaded_fraction(setup)
-    host, nvme = _host_shares(setup)
+    host, nvme = _host_shares(setup, pipeline)
     seconds = step_time(setup, setup.micro_batch)
     tokens = setup.micro_batch * setup.resolved.seq_len * setup.grad_accum * world // (setup.sequence_parallel or 1)
     notes = []

@@ -146,24 +146,29 @@ def late_backward_states(*, params: int, world: int, stage: int, precision: str,
     return p * min(bucket, params) + (grads if grad_accum == 1 else 0)
 
 
-def checkpointed_input_bytes(setup: Setup, micro_batch: int) -> int:
-    """Bytes of every checkpointed layer's input for one micro-batch of `micro_batch` samples (what
-    --act-ckpt-offload keeps in host memory)."""
+def _layer_inputs(setup: Setup) -> tuple[int, int]:
+    """(layer calls, bytes of one call's input per sample): what checkpointing keeps of each layer."""
     from dsx.activations import saved_bytes
 
     saved = saved_bytes(rank_sequence(setup), setup.attn, precision_of(setup.ds_config))
-    return saved.layer_calls * saved.layer_input_per_sample * micro_batch
+    return saved.layer_calls, saved.layer_input_per_sample
+
+
+def checkpointed_input_bytes(setup: Setup, micro_batch: int) -> int:
+    """Bytes of every checkpointed layer's input for one micro-batch of `micro_batch` samples (what
+    --act-ckpt-offload keeps in host memory)."""
+    calls, per_sample = _layer_inputs(setup)
+    return calls * per_sample * micro_batch
 
 
 def pinned_input_bytes(setup: Setup, micro_batch: int) -> int:
     """Host memory --act-ckpt-offload's pinned copies take: torch's caching host allocator rounds each pinned
     allocation up to a power of two, so dsx holds each copy in power-of-two pieces (dsx.rank.memory_savers.host_pieces)
     and only the last, smallest piece is rounded."""
-    from dsx.activations import saved_bytes
     from dsx.rank.memory_savers import pinned_bytes
 
-    saved = saved_bytes(rank_sequence(setup), setup.attn, precision_of(setup.ds_config))
-    return saved.layer_calls * pinned_bytes(saved.layer_input_per_sample * micro_batch)
+    calls, per_sample = _layer_inputs(setup)
+    return calls * pinned_bytes(per_sample * micro_batch)
 
 
 def zero3_gathered_params(config: dict, params: int, largest_module: int) -> int:
@@ -369,6 +374,7 @@ def compute_rate(setup: Setup) -> float:
     factor of the model's hidden size, x the compile factor where it applies, x the dropout-free factor for a model
     without dropout, x Liger's and float8's factors (dsx.calibration)."""
     from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP
+
     rate = peak_flops(setup.gpu, precision_of(setup.ds_config)) * setup.gpu.achieved_fraction
     rate *= width_factor(setup.gpu, setup.resolved.hidden_size)
     if compiled_counted(setup):
