@@ -36,7 +36,8 @@ def test_a_second_step_holds_adams_moments_the_first_step_s_backward_did_not():
     assert grown / GIB == pytest.approx(8 * 1_923_125_248 / GIB, rel=0.01)  # fp32 exp_avg + exp_avg_sq
 
 
-@pytest.mark.parametrize("path, index", [(f"{PEAK}/8b-1step.jsonl", 0), ("bench/multigpu/rows/long4.jsonl", 0)])
+@pytest.mark.parametrize("path, index", [(f"{PEAK}/8b-1step.jsonl", 0), ("bench/multigpu/rows/long4.jsonl", 0),
+                                         ("bench/long/h200_8b_long/8b-196k-pieces.jsonl", 0)])  # partial offload
 def test_a_row_of_one_step_is_judged_without_adams_moments_in_its_backward(path, index):
     row = _row(path, index)
     assert setup_of_row(row).first_step_only
@@ -80,7 +81,7 @@ def test_offloading_checkpointed_inputs_costs_their_bytes_at_the_calibrated_rate
 
 
 @pytest.mark.parametrize("path, index", [(f"{OFFLOAD}/longest.jsonl", 0), (f"{OFFLOAD}/8b-2steps.jsonl", 0),
-                                         (f"{OFFLOAD}/savers.jsonl", 3)])
+                                         (f"{OFFLOAD}/savers.jsonl", 3), (f"{OFFLOAD}/savers-pieces.jsonl", 3)])
 def test_runs_with_offloaded_checkpointed_inputs_are_priced_within_5_percent(path, index):
     row = _row(path, index)  # judged rows: the calibration pair is the savers file's first two
     assert row["toggles"]["act_ckpt_offload"] and calibration_role(row) == "judged"
@@ -96,3 +97,22 @@ def test_rows_of_the_first_offload_are_judged_for_memory_not_time():
     step = {name: r["figures"]["step_time_s"]["median"] for name, r in (("first", first), ("now", now))}
     assert step["first"] > 1.5 * step["now"]  # 22.8 s against 14.6 s: the gradients' pageable round trip
     assert abs(_error(first)) < 0.02 and abs(_error(now)) < 0.02  # the memory is the same
+
+
+def test_the_host_copies_in_pieces_cost_a_step_nothing_and_keep_the_loss():
+    before, pieces = read_rows(ROOT / f"{OFFLOAD}/savers.jsonl"), read_rows(ROOT / f"{OFFLOAD}/savers-pieces.jsonl")
+    assert [sorted(r["command"]) for r in before] == [sorted(r["command"]) for r in pieces]  # none, offload, MLP, both
+    for old, new in zip(before, pieces):
+        assert new["ranks"][0]["loss"] == pytest.approx(old["ranks"][0]["loss"], rel=1e-3)
+        step = {name: r["figures"]["step_time_s"]["median"] for name, r in (("old", old), ("new", new))}
+        assert abs(step["new"] / step["old"] - 1) < 0.01  # 14.63 s and 14.63 s with the offload alone
+
+
+def test_the_pinned_pieces_take_their_own_bytes_on_the_gpu_host():
+    from dsx.estimate.states import pinned_input_bytes
+
+    killed = read_rows(ROOT / "bench/long/h200_8b_long/8b-196k.jsonl")[0]  # the pinned optimizer, before any offload
+    row = _row("bench/long/h200_8b_long/8b-196k-pieces.jsonl")  # llama-8b, 196,608 tokens: 1.5 GiB a layer input
+    pinned = row["memory"]["max"]["pinned_host"] - killed["memory"]["max"]["pinned_host"]
+    assert pinned == pytest.approx(pinned_input_bytes(setup_of_row(row), 1), abs=2**20)  # 48 GiB
+    assert pinned < 32 * 2 * GIB - 15 * GIB  # each input whole, rounded up to 2 GiB: 64 GiB

@@ -84,13 +84,26 @@ def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str,
                                 offload=offload, bucket=bucket, grad_accum=setup.grad_accum) \
         if setup.act_ckpt_offload else 0
     forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch, late)}
-    if setup.first_step_only and "optimizer states" in forward:  # the master weights only, not yet the moments
-        moments = optimizer_state_bytes(config) * n // (data_parallel(setup) if stage else 1)
-        forward["optimizer states"] -= min(moments, forward["optimizer states"])
+    if setup.first_step_only:  # the master weights only, not yet the moments
+        _without_moments(forward, setup, n, stage)
     step = states["step"]
     if sum(forward.values()) >= sum(step.values()):
         return sum(forward.values()), "forward/backward", forward
     return sum(step.values()), "optimizer step", step
+
+
+def _without_moments(forward: dict[str, int], setup: Setup, params: int, stage: int) -> None:
+    """Take Adam's moments out of the forward/backward states of a row that ran one step: on the GPU they are in
+    "optimizer states" (none offloaded) or in the sub-groups a partial offload keeps there."""
+    moments = optimizer_state_bytes(setup.ds_config) * params // (data_parallel(setup) if stage else 1)
+    if "optimizer sub-groups kept on the GPU" in forward:
+        moments = int(moments * (1 - offloaded_fraction(setup)))
+        part = "optimizer sub-groups kept on the GPU"
+    elif "optimizer states" in forward:
+        part = "optimizer states"
+    else:
+        return
+    forward[part] -= min(moments, forward[part])
 
 
 def _params(setup: Setup) -> int:
