@@ -96,11 +96,13 @@ def nvme_capacity(given: int | None, nvme_path: str | None) -> int | None:
 
 
 def fit_resources(ranks: int, gpu_needed: int, gpu_capacity: int, host_per_rank: int, host_memory: int | None,
-                  nvme_per_rank: int, nvme_free: int | None) -> list[Resource]:
+                  nvme_per_rank: int, nvme_free: int | None, activation_margin: float = 0.0) -> list[Resource]:
     """GPU memory per GPU, then the host's RAM and the NVMe space the `ranks` of one host share (NVMe only when
-    something is offloaded there)."""
+    something is offloaded there). `activation_margin`: the share of the activations gpu_needed keeps free."""
     ranks_text = f"{ranks} rank{'s' if ranks > 1 else ''}"
-    resources = [Resource(GPU, gpu_needed, gpu_capacity, "per GPU: peak allocated + CUDA context + allocator headroom"),
+    kept_free = f" + {activation_margin:.0%} of the activations" if activation_margin else ""
+    resources = [Resource(GPU, gpu_needed, gpu_capacity,
+                          f"per GPU: peak allocated + CUDA context + allocator headroom{kept_free}"),
                  Resource(HOST, host_per_rank * ranks, host_memory, f"{ranks_text} x {gib(host_per_rank)}")]
     if nvme_per_rank:
         resources.append(Resource(NVME, nvme_per_rank * ranks, nvme_free, f"{ranks_text} x {gib(nvme_per_rank)}"))
@@ -112,6 +114,15 @@ HOST_ERROR = 0.141
 with CPU offload on the H100 host, 31.7 GiB measured, 27.2 predicted; bench/estimator/summary.txt, 24 judged rows).
 `dsx estimate --largest` keeps that share of the host free of its prediction: its answer is meant to be run as is,
 and a host out of memory takes more down than a GPU out of memory."""
+
+
+ACTIVATION_ERROR = 0.265
+"""The estimator's worst judged under-prediction of the activations on the eager, checkpointed long-context rows
+(32,768 tokens and more, peak in the forward/backward pass): 26.5% (llama-8b at 200,704 tokens on one H200, both
+memory savers, --longest's own answer: 137.4 GiB measured, 131.3 predicted, 6.1 GiB more than the predicted 22.9 GiB
+of activations; bench/long/h200_longest; tests/test_longest.py recomputes it from the rows). `dsx estimate --longest`
+keeps that share of the predicted activations free on the GPU: at its answer's length they are what grows, and the
+answer is meant to be run as is."""
 
 
 def with_host_margin(capacity: int) -> int:

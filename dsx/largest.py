@@ -261,7 +261,7 @@ def configuration_fits(rung_spec, gpu: str) -> tuple[bool, str]:
                                     host_memory=host, nvme_free=nvme, loss_tile_tokens=loss_tile_of(trial),
                                     sequence_parallel=trial.sequence_parallel,
                                     act_ckpt_offload=trial.request.act_ckpt_offload,
-                                    tiled_mlp=trial.request.tiled_mlp),
+                                    tiled_mlp=trial.request.tiled_mlp, activation_margin=spec.activation_margin),
                               search_max=False)
         except (RunRefused, EstimateError):
             continue
@@ -325,5 +325,6 @@ def _estimate_at(rung_spec, item, gpu: str, estimate):
                           compile=item.configuration.compile, host_memory=host_capacity(rung_spec.host_memory),
                           nvme_free=nvme_capacity(rung_spec.nvme_free, rung_spec.nvme_path),
                           loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
-                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp),
+                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
+                          activation_margin=rung_spec.activation_margin),
                   search_max=False)

@@ -1,8 +1,9 @@
 """The longest sequence a model trains on a machine (`dsx estimate --model M --longest`), and how.
 
 A length fits when one configuration of `dsx sweep`'s default search (ZeRO 1-3 x offload none/partial/full x
-checkpointing x compile, dsx.sweep.space) fits the GPU, the host's memory and the NVMe path at micro-batch 1, as
-`--largest` judges a model size (dsx.largest). The search doubles from 1,024 tokens until a length does not fit,
+checkpointing, eager: EAGER, dsx.sweep.space) fits the GPU, the host's memory and the NVMe path at micro-batch 1, as
+`--largest` judges a model size (dsx.largest), with ACTIVATION_ERROR of the predicted activations kept free on the
+GPU (dsx.fit). The search doubles from 1,024 tokens until a length does not fit,
 then bisects in steps of STEP tokens. It is asked twice for a causal LM: with transformers' plain loss, whose fp32
 logits exist whole, and with `--loss tiled` (dsx.rank.tiled_loss), so the answer shows what the loss costs. A
 RoPE model's max_position_embeddings follows the length (no parameters change); a model with learned positions
@@ -18,6 +19,16 @@ STEP = 1024
 """The answer's granularity (tokens): lengths are multiples of it."""
 LIMIT = 1 << 24
 """The longest length searched (16M tokens): beyond it the answer says 'at least'."""
+EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+"""The environment an answer runs in: without it torch's caching allocator split the GPU's last gigabytes into
+blocks too small for the next layer (--longest's llama-8b answer on an H200: out of memory with 4.76 GiB reserved
+but unallocated, where the allocator headroom dsx counts is 2.5 GiB; with it the same command ran:
+bench/long/h200_longest)."""
+EAGER = (False,)
+"""The compile choices --longest searches: none. The compiled activation factors (dsx.calibration) were measured at
+1,024 tokens; the one compiled, checkpointed row at 32,768 tokens (gpt2-medium, bench/sparse/h100_rest2) held 5.1
+GiB more than they predict, 40% of its predicted activations, so a compiled answer at the GPU's edge would not be one
+to run as is. Compile the answer's configuration in a sweep: the trial measures it."""
 
 
 @dataclass
@@ -65,7 +76,9 @@ def longest(spec, gpu: str, loss: str) -> Longest:
     from dsx.models import resolve_model
 
     family = FAMILIES[resolve_model(spec.model, spec.overrides, vocab_pad=spec.vocab_pad).family]
-    spec = replace(spec, loss=loss)
+    from dsx.fit import ACTIVATION_ERROR
+
+    spec = replace(spec, loss=loss, default_compile=EAGER, activation_margin=ACTIVATION_ERROR)
     ceiling = min(LIMIT, _positions(spec)) if family.learned_positions else LIMIT
     answer = Longest(loss=loss, savers=spec.act_ckpt_offload and spec.tiled_mlp)
     if ceiling < LIMIT:

@@ -116,3 +116,16 @@ def test_the_pinned_pieces_take_their_own_bytes_on_the_gpu_host():
     pinned = row["memory"]["max"]["pinned_host"] - killed["memory"]["max"]["pinned_host"]
     assert pinned == pytest.approx(pinned_input_bytes(setup_of_row(row), 1), abs=2**20)  # 48 GiB
     assert pinned < 32 * 2 * GIB - 15 * GIB  # each input whole, rounded up to 2 GiB: 64 GiB
+
+
+def test_a_margin_on_the_activations_is_kept_free_beside_what_must_fit():
+    row = _row("bench/long/h200_longest/longest-8b.jsonl")  # llama-8b, 200,704 tokens, --longest's answer
+    setup = setup_of_row(row)
+    plain = estimate(setup, search_max=False)
+    kept = estimate(dataclasses.replace(setup, activation_margin=0.25), search_max=False)
+    activations = sum(plain.breakdown[part] for part in ("checkpointed inputs in flight", "embeddings, head, loss",
+                                                         "loss tile", "recomputed layer"))
+    assert kept.peak_allocated == plain.peak_allocated  # the prediction is the same; what must fit grows
+    assert kept.needed - plain.needed == int(0.25 * activations)
+    assert any(note.startswith(f"{0.25 * activations / GIB:,.2f} GiB (25% of the activations) kept free")
+               for note in kept.notes)

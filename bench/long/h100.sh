@@ -19,6 +19,9 @@
 #            offloaded to the CPU (DeepSpeed's CPU Adam), --loss tiled, checkpointing, --act-ckpt-offload,
 #            --tiled-mlp, expandable segments; one step, no warm-up (at 262,144 the start and two steps do not fit one
 #            10-minute command, and the 128 GiB host killed the rank: bench/long/h200_8b_long)
+#   longest-8b  what `dsx estimate --model llama-8b --longest` answers on this machine with both savers, run as it
+#            says except its steps: 1 timed step after 1 (the second step's backward is the first with Adam's
+#            moments on the GPU), the answer in $OUT/longest-8b.json
 # Every run: bf16, torch's fused AdamW (no JIT build; 8b: CPU Adam), the learnable synthetic data, --no-comm-log (one rank).
 set -uo pipefail
 out=${1:?usage: bench/long/h100.sh OUT PART...}
@@ -63,7 +66,19 @@ for part in "$@"; do
         --gpus 1 --zero 3 --offload cpu --ds-set zero_optimization.offload_optimizer.ratio=0.3 --precision bf16 \
         --micro-batch 1 --act-ckpt --loss tiled --act-ckpt-offload --tiled-mlp --no-comm-log --seq-len "$length" \
         --set max_position_embeddings="$length" --steps 1 --warmup 0 --results "$res" </dev/null ;;
-    *) echo "bench/long/h100.sh: unknown part '$part' (pairs, micro, longest, savers, 8b, 8b-long)" >&2; exit 2 ;;
+    longest-8b)
+      BUILD_S=150 build_ops CPUAdamBuilder
+      echo "+ python3 -m dsx estimate --model llama-8b --longest --json > $out/longest-8b.json" >>"$log"
+      timeout 120 python3 -m dsx estimate --model llama-8b --longest --json >"$out/longest-8b.json" 2>>"$log" \
+        </dev/null
+      echo "exit $?" >>"$log"
+      # the answer with both savers (its environment, then `dsx run ...`), its steps cut to one after one warm-up
+      read -ra proposed < <(python3 -c 'import json, shlex, sys; a = json.load(open(sys.argv[1]))[-1]
+print(" ".join(shlex.split(a["command"])).replace(" dsx run ", " python3 -m dsx run ")
+      .replace("--steps 5 --warmup 2", "--steps 1 --warmup 1"))' "$out/longest-8b.json")
+      run_by 560 env "${proposed[@]}" --results "$res" </dev/null ;;
+    *) echo "bench/long/h100.sh: unknown part '$part' (pairs, micro, longest, savers, 8b, 8b-long, longest-8b)" >&2
+       exit 2 ;;
   esac
   [ -s "$res" ] && [ "$part" != micro ] && python3 -m dsx report "$res" --format markdown >>"$log" 2>&1
 done

@@ -67,7 +67,7 @@ def _lines(answer) -> list[str]:
         lines += [f"    configuration: {answer.plan.configuration.label}, micro-batch {answer.plan.start}",
                   f"    predicted: {fmt_gib(e.peak_allocated)} GiB allocated on the GPU, host {gib(e.host_per_rank)} "
                   f"per rank, {e.tokens_per_s:,.0f} tokens/s; binds: {e.binding}",
-                  f"    run it: {plan_command(answer.spec, answer.plan)}"]
+                  f"    run it: {_command(answer)}"]
     if answer.next_length is not None:
         lines.append(f"    {answer.next_length:,} tokens do not fit: {answer.next_reason}")
     if answer.limit:
@@ -75,10 +75,16 @@ def _lines(answer) -> list[str]:
     return lines
 
 
+def _command(answer) -> str:
+    from dsx.longest import EXPANDABLE
+
+    return f"{EXPANDABLE} {plan_command(answer.spec, answer.plan)}"
+
+
 def _as_dict(answer) -> dict:
     data = {"loss": answer.loss, "savers": answer.savers, "longest": answer.length, "next": answer.next_length,
             "next_reason": answer.next_reason, "limit": answer.limit}
     if answer.plan is not None:
         data.update(label=answer.plan.configuration.label, micro_batch=answer.plan.start,
-                    command=plan_command(answer.spec, answer.plan), estimate=answer.estimate.as_dict())
+                    command=_command(answer), estimate=answer.estimate.as_dict())
     return data

@@ -10,9 +10,9 @@ from dsx.calibration import ACT_OFFLOAD_BYTES_PER_S, ULYSSES_BYTES_PER_S, ZERO3_
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
-from dsx.estimate.states import (Setup, activation_bytes, checkpointed_input_bytes, compute_seconds, data_parallel,
-                                 late_backward_states, model_states, offloaded_fraction, optimizer_state_bytes,
-                                 partial_offload_states, zero3_gathered_params, zero_layout)
+from dsx.estimate.states import (LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes, compute_seconds,
+                                 data_parallel, late_backward_states, model_states, offloaded_fraction,
+                                 optimizer_state_bytes, partial_offload_states, zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
 
@@ -83,13 +83,30 @@ def _peak_allocated(setup: Setup, micro_batch: int) -> tuple[int, str, dict[str,
     late = late_backward_states(params=n, world=data_parallel(setup), stage=stage, precision=precision,
                                 offload=offload, bucket=bucket, grad_accum=setup.grad_accum) \
         if setup.act_ckpt_offload else 0
-    forward = {**states["forward"], **activation_bytes(setup, precision, micro_batch, late)}
+    forward = {**states["forward"], **_activations(setup, micro_batch, late)}
     if setup.first_step_only:  # the master weights only, not yet the moments
         _without_moments(forward, setup, n, stage)
     step = states["step"]
     if sum(forward.values()) >= sum(step.values()):
         return sum(forward.values()), "forward/backward", forward
     return sum(step.values()), "optimizer step", step
+
+
+def _activations(setup: Setup, micro_batch: int, late: int) -> dict[str, int]:
+    return activation_bytes(setup, precision_of(setup.ds_config), micro_batch, late)
+
+
+def activation_margin_bytes(setup: Setup, micro_batch: int) -> int:
+    """What setup.activation_margin keeps free: that share of the activations at a forward/backward peak (the late
+    gradients are model states, left out); 0 when the optimizer step's moment is the peak, or with pipeline stages."""
+    if not setup.activation_margin or setup.pipeline_stages:
+        return 0
+    _, moment, breakdown = _peak_allocated(setup, micro_batch)
+    if moment != "forward/backward":
+        return 0
+    parts = _activations(setup, micro_batch, 0)
+    return int(setup.activation_margin * sum(breakdown[part] for part in parts if part in breakdown
+                                             and part != LATE_GRADIENTS))
 
 
 def _without_moments(forward: dict[str, int], setup: Setup, params: int, stage: int) -> None:
@@ -121,7 +138,7 @@ def gpu_needed(setup: Setup, micro_batch: int) -> int:
     reserved minus allocated - is mostly given back and reused before an allocation fails; the headroom is the part
     that is not.)"""
     allocated, _, _ = _peak_allocated(setup, micro_batch)
-    return allocated + _beside_allocated(setup.gpu)
+    return allocated + _beside_allocated(setup.gpu) + activation_margin_bytes(setup, micro_batch)
 
 
 def _beside_allocated(gpu: GpuKind) -> int:
@@ -240,7 +257,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     world = data_parallel(setup)
     reserved = int(allocated * setup.gpu.fragmentation)
     used = reserved + setup.gpu.context_bytes
-    needed = allocated + _beside_allocated(setup.gpu)
+    needed = gpu_needed(setup, setup.micro_batch)
     capacity = _capacity(setup)
     fraction = offloaded_fraction(setup)
     host, nvme = _host_shares(setup, pipeline)
@@ -253,6 +270,10 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    if kept_free := activation_margin_bytes(setup, setup.micro_batch):
+        notes.append(f"{kept_free / 2**30:,.2f} GiB ({setup.activation_margin:.0%} of the activations) kept free on "
+                     "the GPU besides: the estimate's worst under-prediction of them on the long-context rows "
+                     "(dsx.fit.ACTIVATION_ERROR)")
     if offloaded_inputs := act_offload_bytes(setup):
         notes.append(f"--act-ckpt-offload: {offloaded_inputs / 2**30:,.1f} GiB of checkpointed inputs a step "
                      f"at {ACT_OFFLOAD_BYTES_PER_S / 1e9:.3g} GB/s ({act_offload_seconds(setup):.2f} s, "
@@ -268,7 +289,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
         notes.append(f"pipeline: the largest stage's memory (stage {pipeline['largest_stage']}); speed = (micro-batches"
                      " + stages - 1) x the slowest stage's micro-batch time: the 1F1B bubble, no transfer time")
     resources = fit_resources(setup.ranks_per_host or setup.world_size, needed, capacity, host, setup.host_memory,
-                              nvme, setup.nvme_free)
+                              nvme, setup.nvme_free, activation_margin=setup.activation_margin)
     bound = binding(resources)
     return Estimate(
         gpu=setup.gpu.key, params=n, world_size=setup.world_size, micro_batch=setup.micro_batch,

@@ -64,6 +64,9 @@ class Setup:
     first_step_only: bool = False
     """A row that ran one step (no warm-up): Adam makes its moments in that step's optimizer step, so its forward
     and backward ran without them (judging such rows only; training runs more steps)."""
+    activation_margin: float = 0.0
+    """Share of the predicted activations (at the forward/backward peak) that must stay free on the GPU besides
+    what fits: `dsx estimate --longest` plans with dsx.fit.ACTIVATION_ERROR; 0 elsewhere."""
 
 
 def zero_layout(config: dict) -> tuple[int, str, str, int]:

@@ -184,15 +184,21 @@ class SweepSpec:
     micro-batch (dsx.sweep.trials.global_batch_grad_accum). None: --grad-accum as given."""
     loss: str = "plain"
     loss_tile_tokens: int | None = None
+    """--loss / --loss-tile-tokens of every trial (dsx run's: the tiled loss keeps no whole logits)."""
     sequence_parallel: int | None = None
     """--sequence-parallel N of every trial (Ulysses; dsx run's)."""
-    """--loss / --loss-tile-tokens of every trial (dsx run's: the tiled loss keeps no whole logits)."""
     act_ckpt_offload: bool = False
     tiled_mlp: bool = False
+    """--act-ckpt-offload / --tiled-mlp of every trial (dsx run's, dsx.rank.memory_savers)."""
     kernels: list[str | None] = field(default_factory=lambda: [None])
     fp8: list[str | None] = field(default_factory=lambda: [None])
     """The --kernels and --fp8 axes (dsx run's words; None: stock kernels, no float8)."""
-    """--act-ckpt-offload / --tiled-mlp of every trial (dsx run's, dsx.rank.memory_savers)."""
+    default_compile: tuple[bool, ...] = (False, True)
+    """The default search's compile choices (`dsx estimate --longest`: eager only, dsx.longest.EAGER says why).
+    Planning only, not part of the sweep id: no sweep runs with another."""
+    activation_margin: float = 0.0
+    """Share of the predicted activations the plan keeps free on the GPU (dsx.estimate.Setup.activation_margin;
+    `dsx estimate --longest`: dsx.fit.ACTIVATION_ERROR). Planning only, not part of the sweep id."""
     comm_log: bool = True
     """--comm-log/--no-comm-log of every trial (dsx run's: the logger synchronises after every collective)."""
     replicas_seen: dict = field(default_factory=dict, repr=False, compare=False)

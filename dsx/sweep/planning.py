@@ -124,7 +124,8 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
                          liger=configuration.kernels == "liger", fp8=configuration.fp8,
                          sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info,
                                                                trial.resolved.seq_len),
-                         ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None)
+                         ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None,
+                         activation_margin=spec.activation_margin)
         try:
             if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
                 grad_accum = _grad_accum(spec, setup, first)

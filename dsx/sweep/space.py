@@ -79,7 +79,7 @@ def default_configurations(spec: SweepSpec) -> list[Configuration]:
         offloads += [(3, "cpu", ratio) for ratio in partial_ratios(_sub_groups(spec, gpus))]
         for zero, offload, ratio in sorted(offloads, key=lambda o: (o[0], o[1] != "none", -(o[2] or 1.0))):
             for act_ckpt in (False, True):
-                for compile_ in (False, True):
+                for compile_ in spec.default_compile:
                     for kernels in spec.kernels if not compile_ else [k for k in spec.kernels if k != "liger"]:
                         for fp8 in spec.fp8 if zero != 3 else [None]:  # dsx.run.kernels refuses float8 at ZeRO-3
                             points.append(Configuration(zero, offload, "none", spec.precision[0], act_ckpt, compile_,
