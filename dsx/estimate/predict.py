@@ -192,7 +192,8 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     n = _params(setup)
     if setup.pipeline_stages:
         return pipeline_step_time(setup, micro_batch)
-    seconds = gpu.fixed_s_per_param * n / setup.world_size
+    # the optimizer step, clipping and bucket copies: over a rank's partition with ZeRO, over every parameter without
+    seconds = gpu.fixed_s_per_param * n / (setup.world_size if stage else 1)
     seconds += compute_seconds(setup, micro_batch, setup.grad_accum)  # a Ulysses rank: its shard's tokens
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
