@@ -2,9 +2,8 @@
 
 A length fits when one configuration of `dsx sweep`'s default search (ZeRO 1-3 x offload none/partial/full x
 checkpointing, eager: EAGER, dsx.sweep.space) fits the GPU, the host's memory and the NVMe path at micro-batch 1, as
-`--largest` judges a model size (dsx.largest), with ACTIVATION_ERROR of the predicted activations kept free on the
-GPU (dsx.fit). The search doubles from 1,024 tokens until a length does not fit,
-then bisects in steps of STEP tokens. It is asked twice for a causal LM: with transformers' plain loss, whose fp32
+`--largest` judges a model size (dsx.largest), with dsx.fit.ACTIVATION_ERROR of the predicted activations kept free
+on the GPU. The search doubles from 1,024 tokens until a length does not fit, then bisects in steps of STEP tokens. It is asked twice for a causal LM: with transformers' plain loss, whose fp32
 logits exist whole, and with `--loss tiled` (dsx.rank.tiled_loss), so the answer shows what the loss costs. A
 RoPE model's max_position_embeddings follows the length (no parameters change); a model with learned positions
 stops at its table's size unless --set raises it (which adds parameters).
@@ -26,9 +25,9 @@ but unallocated, where the allocator headroom dsx counts is 2.5 GiB; with it the
 bench/long/h200_longest)."""
 EAGER = (False,)
 """The compile choices --longest searches: none. The compiled activation factors (dsx.calibration) were measured at
-1,024 tokens; the one compiled, checkpointed row at 32,768 tokens (gpt2-medium, bench/sparse/h100_rest2) held 5.1
-GiB more than they predict, 40% of its predicted activations, so a compiled answer at the GPU's edge would not be one
-to run as is. Compile the answer's configuration in a sweep: the trial measures it."""
+1,024 tokens; the one compiled, checkpointed dense row at 32,768 tokens (gpt2-medium, bench/sparse/h100_rest2) held
+5.1 GiB more than they predict, 66% of its predicted 7.8 GiB of activations, so a compiled answer at the GPU's edge
+would not be one to run as is. Compile the answer's configuration in a sweep: the trial measures it."""
 
 
 @dataclass
@@ -71,13 +70,12 @@ def _positions(spec) -> int:
 
 def longest(spec, gpu: str, loss: str) -> Longest:
     """The longest sequence of spec.model (multiples of STEP) that fits at micro-batch 1 with `loss`."""
+    from dsx.fit import ACTIVATION_ERROR
     from dsx.largest import best_plan, configuration_fits
     from dsx.model_presets import FAMILIES
     from dsx.models import resolve_model
 
     family = FAMILIES[resolve_model(spec.model, spec.overrides, vocab_pad=spec.vocab_pad).family]
-    from dsx.fit import ACTIVATION_ERROR
-
     spec = replace(spec, loss=loss, default_compile=EAGER, activation_margin=ACTIVATION_ERROR)
     ceiling = min(LIMIT, _positions(spec)) if family.learned_positions else LIMIT
     answer = Longest(loss=loss, savers=spec.act_ckpt_offload and spec.tiled_mlp)

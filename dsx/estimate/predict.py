@@ -99,10 +99,12 @@ def _activations(setup: Setup, micro_batch: int, late: int) -> dict[str, int]:
 def activation_margin_bytes(setup: Setup, micro_batch: int) -> int:
     """What setup.activation_margin keeps free: that share of the activations at a forward/backward peak (the late
     gradients are model states, left out); 0 when the optimizer step's moment is the peak, or with pipeline stages."""
-    if not setup.activation_margin or setup.pipeline_stages:
-        return 0
     _, moment, breakdown = _peak_allocated(setup, micro_batch)
-    if moment != "forward/backward":
+    return _kept_free(setup, micro_batch, moment, breakdown)
+
+
+def _kept_free(setup: Setup, micro_batch: int, moment: str, breakdown: dict[str, int]) -> int:
+    if not setup.activation_margin or setup.pipeline_stages or moment != "forward/backward":
         return 0
     parts = _activations(setup, micro_batch, 0)
     return int(setup.activation_margin * sum(breakdown[part] for part in parts if part in breakdown
@@ -137,8 +139,8 @@ def gpu_needed(setup: Setup, micro_batch: int) -> int:
     """What must fit: peak allocated + the CUDA context + the allocator headroom. (The allocator's cached slack -
     reserved minus allocated - is mostly given back and reused before an allocation fails; the headroom is the part
     that is not.)"""
-    allocated, _, _ = _peak_allocated(setup, micro_batch)
-    return allocated + _beside_allocated(setup.gpu) + activation_margin_bytes(setup, micro_batch)
+    allocated, moment, breakdown = _peak_allocated(setup, micro_batch)
+    return allocated + _beside_allocated(setup.gpu) + _kept_free(setup, micro_batch, moment, breakdown)
 
 
 def _beside_allocated(gpu: GpuKind) -> int:
@@ -258,7 +260,8 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     world = data_parallel(setup)
     reserved = int(allocated * setup.gpu.fragmentation)
     used = reserved + setup.gpu.context_bytes
-    needed = gpu_needed(setup, setup.micro_batch)
+    kept_free = _kept_free(setup, setup.micro_batch, moment, breakdown)
+    needed = allocated + _beside_allocated(setup.gpu) + kept_free
     capacity = _capacity(setup)
     fraction = offloaded_fraction(setup)
     host, nvme = _host_shares(setup, pipeline)
@@ -271,7 +274,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
-    if kept_free := activation_margin_bytes(setup, setup.micro_batch):
+    if kept_free:
         notes.append(f"{kept_free / 2**30:,.2f} GiB ({setup.activation_margin:.0%} of the activations) kept free on "
                      "the GPU besides: the estimate's worst under-prediction of them on the long-context rows "
                      "(dsx.fit.ACTIVATION_ERROR)")
