@@ -95,12 +95,14 @@ def test_the_activation_margin_is_the_worst_under_prediction_of_the_long_rows():
 
 
 def test_the_llama_8b_answer_on_an_h200_ran_with_expandable_segments_and_not_without():
+    from dsx.estimate import GPUS
     from dsx.results import read_rows
 
     folder = ROOT / "bench/long/h200_longest"
     without, = read_rows(folder / "longest-8b-oom.jsonl")
     ran, = read_rows(folder / "longest-8b.jsonl")
     assert without["status"] == "oom" and ran["status"] == "ok"
-    assert [w for w in without["command"] if w != "--results"] == [w for w in ran["command"] if w != "--results"]
+    assert without["command"] == ran["command"]  # the environment was the difference
     assert "4.76 GiB reserved by torch's caching allocator but unallocated" in " ".join(without["notes"])
-    assert ran["memory"]["max"]["peak_allocated"] < 139.80 * 2**30 - 1_900_871_680  # with the CUDA context
+    room = ran["memory"]["capacity"] - GPUS["h200-141gb"].context_bytes
+    assert 0 < room - ran["memory"]["max"]["peak_allocated"] < 2 * 2**30  # it ran within 2 GiB of the edge
