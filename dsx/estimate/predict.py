@@ -10,9 +10,10 @@ from dsx.calibration import ACT_OFFLOAD_BYTES_PER_S, ULYSSES_BYTES_PER_S, ZERO3_
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
-from dsx.estimate.states import (LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes, compute_seconds,
-                                 data_parallel, late_backward_states, model_states, offloaded_fraction,
-                                 optimizer_state_bytes, partial_offload_states, zero3_gathered_params, zero_layout)
+from dsx.estimate.states import (KEPT_SUB_GROUPS, LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes,
+                                 compute_seconds, data_parallel, late_backward_states, model_states,
+                                 offloaded_fraction, optimizer_state_bytes, partial_offload_states,
+                                 zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
 
@@ -115,9 +116,9 @@ def _without_moments(forward: dict[str, int], setup: Setup, params: int, stage: 
     """Take Adam's moments out of the forward/backward states of a row that ran one step: on the GPU they are in
     "optimizer states" (none offloaded) or in the sub-groups a partial offload keeps there."""
     moments = optimizer_state_bytes(setup.ds_config) * params // (data_parallel(setup) if stage else 1)
-    if "optimizer sub-groups kept on the GPU" in forward:
+    if KEPT_SUB_GROUPS in forward:
         moments = int(moments * (1 - offloaded_fraction(setup)))
-        part = "optimizer sub-groups kept on the GPU"
+        part = KEPT_SUB_GROUPS
     elif "optimizer states" in forward:
         part = "optimizer states"
     else:

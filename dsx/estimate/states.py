@@ -427,8 +427,11 @@ def partial_offload_states(states: dict[str, dict[str, int]], setup: Setup, para
         return states
     master = 0 if precision == "fp32" else 4
     kept = int((master + optimizer_state_bytes(setup.ds_config) + 4) * (1 - fraction) * params) // data_parallel(setup)
-    part = "optimizer sub-groups kept on the GPU"
-    return {moment: {**parts, part: kept} for moment, parts in states.items()}
+    return {moment: {**parts, KEPT_SUB_GROUPS: kept} for moment, parts in states.items()}
+
+
+KEPT_SUB_GROUPS = "optimizer sub-groups kept on the GPU"
+"""The breakdown part of partial_offload_states (Adam's moments among them: dsx.estimate.predict._without_moments)."""
 
 
 def data_parallel(setup: Setup) -> int:
