@@ -125,6 +125,14 @@ keeps that share of the predicted activations free on the GPU: at its answer's l
 answer is meant to be run as is."""
 
 
+EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+"""The environment the --largest and --longest answers run in: they plan a GPU to its edge, where torch's caching
+allocator, without expandable segments, split the last gigabytes into blocks too small for the next allocation.
+Measured: --longest's llama-8b answer on an H200 ran out of memory with 4.76 GiB reserved but unallocated (dsx
+counts 2.5 GiB of allocator headroom) and ran with it (bench/long/h200_longest); the 30.2B --largest row on 4 H100s
+ran with it (bench/multigpu/README.md), where the 16.9B row without it reserved 30% more than it allocated."""
+
+
 def with_host_margin(capacity: int) -> int:
     """The host memory --largest plans with: the capacity less HOST_ERROR of it."""
     return int(capacity * (1 - HOST_ERROR))

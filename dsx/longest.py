@@ -18,11 +18,6 @@ STEP = 1024
 """The answer's granularity (tokens): lengths are multiples of it."""
 LIMIT = 1 << 24
 """The longest length searched (16M tokens): beyond it the answer says 'at least'."""
-EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-"""The environment an answer runs in: without it torch's caching allocator split the GPU's last gigabytes into
-blocks too small for the next layer (--longest's llama-8b answer on an H200: out of memory with 4.76 GiB reserved
-but unallocated, where the allocator headroom dsx counts is 2.5 GiB; with it the same command ran:
-bench/long/h200_longest)."""
 EAGER = (False,)
 """The compile choices --longest searches: none. The compiled activation factors (dsx.calibration) were measured at
 1,024 tokens; the one compiled, checkpointed dense row at 32,768 tokens (gpt2-medium, bench/sparse/h100_rest2) held

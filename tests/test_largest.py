@@ -121,8 +121,8 @@ def test_the_answer_fits_the_gpu_and_the_host_less_its_margin(h100_answer):
     estimate = h100_answer["estimate"]
     host = next(r for r in estimate["resources"] if r["name"] == "host memory")
     assert estimate["fits"] and host["capacity"] == with_host_margin(125 * GIB)
-    assert h100_answer["command"].startswith("dsx run --model llama-8b --set hidden_size=4096 --set num_hidden_layers"
-                                             "=34 ")
+    assert h100_answer["command"].startswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True dsx run --model "
+                                             "llama-8b --set hidden_size=4096 --set num_hidden_layers=34 ")
     assert "--ds-set zero_optimization.offload_optimizer.ratio=0.6" in h100_answer["command"]
 
 

@@ -68,9 +68,12 @@ def plan_command(spec, plan) -> str:
 
 
 def _command(answer, spec) -> str:
+    """The answer's `dsx run` command, in the environment an answer at the GPU's edge runs in (dsx.fit.EXPANDABLE)."""
+    from dsx.fit import EXPANDABLE
+
     rung_spec = spec.__class__(**{**spec.__dict__, "overrides": {**spec.overrides,
                                                                  **answer.rung.overrides(_family(answer))}})
-    return plan_command(rung_spec, answer.plan)
+    return f"{EXPANDABLE} {plan_command(rung_spec, answer.plan)}"
 
 
 def _lines(answer, spec, gpu_kind: str, host: int, min_tflops: float | None) -> list[str]:

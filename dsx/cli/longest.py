@@ -76,7 +76,7 @@ def _lines(answer) -> list[str]:
 
 
 def _command(answer) -> str:
-    from dsx.longest import EXPANDABLE
+    from dsx.fit import EXPANDABLE
 
     return f"{EXPANDABLE} {plan_command(answer.spec, answer.plan)}"
 
