@@ -241,11 +241,11 @@ def _fits(spec, rung: Rung, gpu: str) -> tuple[bool, str]:
 def configuration_fits(rung_spec, gpu: str) -> tuple[bool, str]:
     """Whether one configuration of the default search of `rung_spec` fits at micro-batch 1 (checkpointing, compile
     and ZeRO-3's partial ratios included); else the binding resource of the one that came closest."""
-    from dsx.estimate import GPUS, EstimateError, Setup, estimate
+    from dsx.estimate import GPUS, EstimateError, estimate
+    from dsx.estimate.rows import setup_of_trial
     from dsx.fit import host_capacity, nvme_capacity, shortfall_text
     from dsx.fit import Resource
     from dsx.run import RunRefused, resolve_trial
-    from dsx.run.kernels import loss_tile_of
     from dsx.sweep.space import sweep_configurations
     from dsx.sweep.trials import run_request
 
@@ -255,14 +255,8 @@ def configuration_fits(rung_spec, gpu: str) -> tuple[bool, str]:
     for configuration in sweep_configurations(rung_spec):
         try:
             trial = resolve_trial(run_request(rung_spec, configuration, 1, "fixed"))
-            result = estimate(Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
-                                    micro_batch=1, grad_accum=1, attn=spec.attn, act_ckpt=configuration.act_ckpt,
-                                    gpu=GPUS[gpu], memory_limit=spec.memory_cap, compile=configuration.compile,
-                                    host_memory=host, nvme_free=nvme, loss_tile_tokens=loss_tile_of(trial),
-                                    sequence_parallel=trial.sequence_parallel,
-                                    act_ckpt_offload=trial.request.act_ckpt_offload,
-                                    tiled_mlp=trial.request.tiled_mlp, activation_margin=spec.activation_margin),
-                              search_max=False)
+            result = estimate(setup_of_trial(trial, GPUS[gpu], 1, 1, host_memory=host, nvme_free=nvme,
+                                             activation_margin=spec.activation_margin), search_max=False)
         except (RunRefused, EstimateError):
             continue
         if result.fits:
@@ -312,19 +306,13 @@ def best_plan(rung_spec, gpu: str):
 
 
 def _estimate_at(rung_spec, item, gpu: str, estimate):
-    from dsx.estimate import GPUS, Setup
+    from dsx.estimate import GPUS
+    from dsx.estimate.rows import setup_of_trial
     from dsx.fit import host_capacity, nvme_capacity
     from dsx.run import resolve_trial
-    from dsx.run.kernels import loss_tile_of
     from dsx.sweep.trials import run_request
 
     trial = resolve_trial(run_request(rung_spec, item.configuration, item.start, "fixed"))
-    return estimate(Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
-                          micro_batch=item.start, grad_accum=trial.grad_accum, attn=rung_spec.attn,
-                          act_ckpt=item.configuration.act_ckpt, gpu=GPUS[gpu], memory_limit=rung_spec.memory_cap,
-                          compile=item.configuration.compile, host_memory=host_capacity(rung_spec.host_memory),
-                          nvme_free=nvme_capacity(rung_spec.nvme_free, rung_spec.nvme_path),
-                          loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
-                          act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
-                          activation_margin=rung_spec.activation_margin),
-                  search_max=False)
+    return estimate(setup_of_trial(trial, GPUS[gpu], host_memory=host_capacity(rung_spec.host_memory),
+                                   nvme_free=nvme_capacity(rung_spec.nvme_free, rung_spec.nvme_path),
+                                   activation_margin=rung_spec.activation_margin), search_max=False)

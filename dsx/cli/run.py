@@ -38,6 +38,10 @@ RUN_OPTIONS = (
     click.option("--memory-cap", type=SIZE, metavar="SIZE",
                  help="Memory one rank may use, e.g. 40GiB: a smaller GPU on a big one (torch's allocator limit); on "
                       "CPU ranks RLIMIT_DATA. Past it the run is an oom row."),
+    click.option("--host-check/--no-host-check", "host_check", default=True, show_default=True,
+                 help="Refuse a GPU run on one machine whose ranks dsx estimate predicts to need more of its RAM than "
+                      "it has (optimizer or parameter offload to the CPU, --act-ckpt-offload): the kernel would kill "
+                      "them once they fill it."),
     click.option("--results", default="results/runs.jsonl", show_default=True, type=click.Path(dir_okay=False),
                  help="JSON-lines file the row is appended to."),
     click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=3600, show_default=True,
@@ -79,7 +83,7 @@ def request_of(options: dict, command: list[str]):
         data_dtype=o["data_dtype"], data_seed=o["data_seed"], **{key: o[key] for key in NODE_KEYS},
         pipeline_stages=o["pipeline_stages"], pipeline_partition=o["pipeline_partition"],
         sequence_parallel=o["sequence_parallel"], act_ckpt_offload=o["act_ckpt_offload"], tiled_mlp=o["tiled_mlp"],
-        kernels=o["kernels"], fp8=o["fp8"],
+        kernels=o["kernels"], fp8=o["fp8"], host_check=o["host_check"],
     )
 
 

@@ -1,4 +1,5 @@
-"""The Setup a result row ran: how `dsx report --vs-estimate` and the calibration scripts judge the estimator."""
+"""The Setup a result row ran (how `dsx report --vs-estimate` and the calibration scripts judge the estimator), and
+the Setup a run trial is about to run (how `dsx sweep` plans and `dsx run` checks the host's memory first)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,25 @@ def _loss_tile(row: dict, resolved) -> int | None:
 
         return liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size, row["micro_batch"] * resolved.seq_len)
     return toggles.get("loss_tile_tokens") if toggles.get("loss") == "tiled" else None
+
+
+def setup_of_trial(trial, kind: GpuKind, micro_batch: int | None = None, grad_accum: int | None = None,
+                   **chosen) -> Setup:
+    """The Setup of a resolved run trial (dsx.run.request.Trial) on a GPU of `kind`, at its own micro-batch and
+    grad-accum unless given; `chosen` sets Setup fields the request does not carry (host_memory, nvme_free,
+    activation_margin...)."""
+    from dsx.run.kernels import loss_tile_of
+    from dsx.sparse.planning import kept_tiles_per_head
+
+    request, kernels = trial.request, trial.kernels
+    return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
+                 micro_batch=trial.micro_batch if micro_batch is None else micro_batch,
+                 grad_accum=trial.grad_accum if grad_accum is None else grad_accum, attn=request.attn,
+                 act_ckpt=request.act_ckpt, gpu=kind, memory_limit=request.memory_cap,
+                 pipeline_stages=trial.pipeline.stages if trial.pipeline else None,
+                 pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters",
+                 compile=request.compile, loss_tile_tokens=loss_tile_of(trial),
+                 sequence_parallel=trial.sequence_parallel, act_ckpt_offload=request.act_ckpt_offload,
+                 tiled_mlp=request.tiled_mlp, liger=bool(kernels and kernels.liger), fp8=kernels.fp8 if kernels else None,
+                 sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info, trial.resolved.seq_len),
+                 ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None, **chosen)

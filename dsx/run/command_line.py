@@ -74,5 +74,7 @@ def run_command(request) -> list[str]:
         argv += ["--python", request.python]
     if not request.comm_log:
         argv.append("--no-comm-log")
+    if not request.host_check:
+        argv.append("--no-host-check")
     argv += ["--results", request.results]
     return argv

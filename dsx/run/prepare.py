@@ -74,6 +74,11 @@ def prepare(request: RunRequest, env: dict[str, str] | None = None, cwd: str | N
     from dsx.models import count_params
 
     gpu_names, capabilities = gpu_capabilities(device, env)
+    if device == "cuda" and trial.layout is None and request.host_check:
+        from dsx.run.host_check import host_memory_refusal
+
+        if refusal := host_memory_refusal(trial, gpu_names[0] if gpu_names else None):
+            raise RunRefused(refusal)
     from dsx.comm.logger import rank_config
 
     ranks_config, comm_notes = rank_config(config, request.comm_log)

@@ -81,6 +81,9 @@ class RunRequest(NodeRequest):
     """--sequence-parallel N: Ulysses over N ranks per micro-batch (dsx.run.sequence); None: the config's, if any."""
     comm_log: bool = True
     """Count communication with DeepSpeed's comms logger (dsx.comm.logger; --no-comm-log turns it off)."""
+    host_check: bool = True
+    """Refuse a GPU run on one machine predicted to need more host memory than it has (dsx.run.host_check;
+    --no-host-check starts it anyway)."""
     python: str | None = None
     """The ranks' interpreter (`--python`, dsx.lane); None: dsx's own."""
     data: str | None = None

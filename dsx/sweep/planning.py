@@ -11,7 +11,6 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 
-from dsx.run.kernels import loss_tile_of
 from dsx.sweep.grid import AUTO, Configuration, SweepError, SweepSpec
 from dsx.sweep.space import sweep_configurations
 from dsx.sweep.trials import cap_filling_micro_batches, global_batch_grad_accum, micro_batch_ceiling, run_request
@@ -94,8 +93,8 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
     than --keep-within, are skipped and go last. In the default search (SweepSpec.grad_accum_choices) each
     configuration gets the grad-accum the estimate picks (dsx.sweep.space.choose_grad_accum)."""
     from dsx.estimate import GPUS, EstimateError, Setup, estimate
+    from dsx.estimate.rows import setup_of_trial
     from dsx.fit import host_capacity, nvme_capacity
-    from dsx.sparse.planning import kept_tiles_per_head
     from dsx.run import RunRefused, resolve_trial
 
     kind = GPUS[gpu]
@@ -113,19 +112,9 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
         def setup(micro_batch: int, grad_accum: int | None = None, trial=trial, configuration=configuration) -> Setup:
             if grad_accum is None:  # --max-global-batch derives it from the micro-batch
                 grad_accum = global_batch_grad_accum(spec, configuration, micro_batch) or trial.grad_accum
-            return Setup(resolved=trial.resolved, ds_config=trial.ds_config, world_size=trial.world_size,
-                         micro_batch=micro_batch, grad_accum=grad_accum, attn=spec.attn,
-                         act_ckpt=configuration.act_ckpt, gpu=kind, memory_limit=spec.memory_cap,
-                         pipeline_stages=trial.pipeline.stages if trial.pipeline else None,
-                         pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters",
-                         compile=configuration.compile, host_memory=host, nvme_free=nvme,
-                         loss_tile_tokens=loss_tile_of(trial), sequence_parallel=trial.sequence_parallel,
-                         act_ckpt_offload=trial.request.act_ckpt_offload, tiled_mlp=trial.request.tiled_mlp,
-                         liger=configuration.kernels == "liger", fp8=configuration.fp8,
-                         sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info,
-                                                               trial.resolved.seq_len),
-                         ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None,
-                         activation_margin=spec.activation_margin)
+            return setup_of_trial(trial, kind, micro_batch, grad_accum, host_memory=host, nvme_free=nvme,
+                                  activation_margin=spec.activation_margin)
+
         try:
             if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
                 grad_accum = _grad_accum(spec, setup, first)

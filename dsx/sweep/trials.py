@@ -74,6 +74,7 @@ def run_request(spec: SweepSpec, configuration: Configuration, micro_batch: int,
         data=spec.data, data_dtype=spec.data_dtype, data_seed=spec.data_seed, comm_log=spec.comm_log,
         act_ckpt_offload=spec.act_ckpt_offload and configuration.act_ckpt, tiled_mlp=spec.tiled_mlp,
         kernels=configuration.kernels, fp8=configuration.fp8,
+        host_check=spec.prune,  # --no-prune: run what the plan would skip, host memory included
         **spec.nodes,
     )
     request.command = run_command(request)
