@@ -3,8 +3,9 @@
 A length fits when one configuration of `dsx sweep`'s default search (ZeRO 1-3 x offload none/partial/full x
 checkpointing, eager: EAGER, dsx.sweep.space) fits the GPU, the host's memory and the NVMe path at micro-batch 1, as
 `--largest` judges a model size (dsx.largest), with dsx.fit.ACTIVATION_ERROR of the predicted activations kept free
-on the GPU. The search doubles from 1,024 tokens until a length does not fit, then bisects in steps of STEP tokens. It is asked twice for a causal LM: with transformers' plain loss, whose fp32
-logits exist whole, and with `--loss tiled` (dsx.rank.tiled_loss), so the answer shows what the loss costs. A
+on the GPU. The search doubles from 1,024 tokens until a length does not fit, then bisects in steps of STEP
+tokens. It is asked twice for a causal LM: with transformers' plain loss, whose fp32 logits exist whole, and with
+`--loss tiled` (dsx.rank.tiled_loss), so the answer shows what the loss costs. A
 RoPE model's max_position_embeddings follows the length (no parameters change); a model with learned positions
 stops at its table's size unless --set raises it (which adds parameters).
 """

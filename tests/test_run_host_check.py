@@ -34,7 +34,7 @@ def test_an_offloaded_run_past_the_hosts_ram_is_refused_with_what_dsx_estimate_p
         "prices the run; offload less, to NVMe, or run fewer ranks; --no-host-check runs it anyway)")
 
 
-def test_an_offloaded_run_that_fits_the_hosts_ram_starts():
+def test_an_offloaded_run_that_fits_the_hosts_ram_is_not_refused():
     assert host_memory_refusal(_trial(zero=3, offload="cpu"), H100, 64 * GIB) is None
 
 

@@ -73,6 +73,7 @@ def setup_of_trial(trial, kind: GpuKind, micro_batch: int | None = None, grad_ac
                  pipeline_partition=trial.pipeline.partition if trial.pipeline else "parameters",
                  compile=request.compile, loss_tile_tokens=loss_tile_of(trial),
                  sequence_parallel=trial.sequence_parallel, act_ckpt_offload=request.act_ckpt_offload,
-                 tiled_mlp=request.tiled_mlp, liger=bool(kernels and kernels.liger), fp8=kernels.fp8 if kernels else None,
+                 tiled_mlp=request.tiled_mlp, liger=bool(kernels and kernels.liger),
+                 fp8=kernels.fp8 if kernels else None,
                  sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info, trial.resolved.seq_len),
                  ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None, **chosen)

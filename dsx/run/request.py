@@ -378,7 +378,8 @@ def resolve_trial(request: RunRequest) -> Trial:
                                            if sparse else {})},
                                device=device, world_size=world, steps=request.steps, warmup=request.warmup,
                                memory_cap=request.memory_cap,
-                               nodes={"nodes": layout.selection, "launcher": request.launcher} if layout is not None else None,
+                               nodes=({"nodes": layout.selection, "launcher": request.launcher}
+                                      if layout is not None else None),
                                pipeline=pipeline.model_dump() if pipeline else None,
                                lane={"python": lane.python, "deepspeed": lane.deepspeed} if lane else None,
                                data=data.trial_part()),
