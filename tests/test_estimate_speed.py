@@ -76,3 +76,56 @@ def test_a_rank_steps_its_partition_with_zero_and_every_parameter_without(stage,
     fixed = one.gpu.fixed_s_per_param * 124_439_808  # GPT-2 124M's parameters (the optimizer step, clipping, copies)
     saved = step_time(one, 8) - step_time(two, 8)  # communication is not in step_time: only the fixed term moves
     assert saved == pytest.approx(fixed / 2 if shrinks else 0.0, abs=1e-9)
+
+
+def _column(table, name: str) -> dict[str, str]:
+    at = table.columns.index(name)
+    return {line[0]: line[at] for line in table.rows}
+
+
+def test_vs_estimate_shows_the_speed_error_of_each_row_against_its_prediction():
+    rows = [r for r in read_rows(ROOT / "bench/multigpu/rows/dp4.jsonl") if r["status"] == "ok"]
+    one_gpu = next(r for r in rows if r["world_size"] == 1)
+    predicted = estimate(setup_of_row(one_gpu), search_max=False).tokens_per_s
+    error = (predicted - tokens_per_s(one_gpu)) / tokens_per_s(one_gpu)
+    assert _column(vs_estimate_table([one_gpu]), "speed error") == {"z1 bf16 compile": f"{error:.1%}"}
+    assert error < 0  # the estimate is slow on this row: no '+'
+
+
+def test_vs_estimate_does_not_judge_the_speed_of_a_row_without_a_warm_up_step():
+    """llama-8b at 131,072 tokens on one H200: its only timed step was its first (17.3 s; 11.9 s for a second)."""
+    rows = list(read_rows(ROOT / "bench/tools/h200_memory_peak/8b-1step.jsonl"))
+    assert rows[0]["warmup"] == 0
+    table = vs_estimate_table(rows)
+    assert list(_column(table, "speed error").values()) == ["not judged: no warm-up step"]
+    assert not any(line.startswith("speed:") for line in table.legend)
+
+
+def test_vs_estimate_counts_the_judged_rows_whose_speed_is_off_by_more_than_fifteen_percent():
+    rows = list(read_rows(ROOT / "bench/multigpu/rows/logger2.jsonl"))  # GPT-2 124M on 2 H200s: +77% and +42%
+    rows += [r for r in read_rows(ROOT / "bench/multigpu/rows/dp4.jsonl") if r["status"] == "ok"]  # within 15%
+    assert vs_estimate_table(rows).legend[-1] == \
+        "speed: 5 judged row(s) (no constant came from them), 2 off by more than 15%"
+
+
+def test_vs_estimate_leaves_a_calibration_row_out_of_the_speed_count():
+    from dsx.calibration import ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS
+
+    rows = [r for r in read_rows(ROOT / ZERO3_FETCH_FILE) if r["run_id"] in ZERO3_FETCH_RUN_IDS.values()]
+    assert len(rows) == 2
+    assert not any(line.startswith("speed:") for line in vs_estimate_table(rows).legend)
+
+
+def test_the_speed_judge_of_the_bench_rows_leaves_out_calibration_rows_and_unsteady_ones():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("speed_rows", ROOT / "bench/estimator/speed_rows.py")
+    speed_rows = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(speed_rows)
+    from dsx.calibration import ZERO3_FETCH_RUN_IDS, calibration_role
+
+    rows, left_out = speed_rows.judged(multi=True)
+    assert rows and all(row["world_size"] >= 2 for _, row, _ in rows)
+    assert all(calibration_role(row) in ("judged", "fit calibration") and row["warmup"] > 0 for _, row, _ in rows)
+    assert not {row["run_id"] for _, row, _ in rows} & set(ZERO3_FETCH_RUN_IDS.values())
+    assert left_out["calibration (zero3 fetch calibration)"] == 1  # the pair's 2-GPU row; its 1-GPU row is not multi

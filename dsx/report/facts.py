@@ -205,6 +205,14 @@ def tokens_per_s(row: dict) -> float | None:
     return row["figures"]["tokens_per_s"]
 
 
+def speed_not_steady(row: dict) -> str | None:
+    """Why a row's tokens/s is not a steady-state step's (None when it is): a row with no warm-up step times its
+    first step, CUDA's and cuBLAS's set-up and the first pinning of host memory with it (llama-8b at 131,072 tokens on
+    one H200: 17.3 s for a first step, 11.9 s for a second, bench/tools/h200_memory_peak). Its memory is still a
+    measurement; its speed judges no estimate."""
+    return "no warm-up step" if row.get("warmup") == 0 else None
+
+
 def spread(row: dict) -> float | None:
     """(slowest - fastest timed step) / median step of the row: its measurement noise (None without timed steps)."""
     step = row["figures"]["step_time_s"]

@@ -6,9 +6,16 @@ that does not ask for a comparison never pays for it.
 
 from __future__ import annotations
 
-from dsx.report.facts import label, model_text, tokens_per_s
+from dsx.report.facts import label, model_text, speed_not_steady, tokens_per_s
 from dsx.report.tables import Table
 from dsx.units import MIB, fmt_gib, fmt_num, fmt_pct
+
+SPEED_OFF = 0.15
+"""A predicted tokens/s further than this from the measured one is 'off' (issue 30: fix the model of it)."""
+
+JUDGED_SPEED = ("judged", "fit calibration")
+"""The calibration roles (dsx.calibration.calibration_role) whose speed judges the estimate: no speed constant came
+from them."""
 
 
 def vs_estimate_table(rows: list[dict]) -> Table:
@@ -20,13 +27,18 @@ def vs_estimate_table(rows: list[dict]) -> Table:
 
     table = Table("Predicted vs measured (dsx estimate)", [
         "configuration", "model", "mb", "status", "peak alloc GiB", "predicted", "error", "fit predicted",
-        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "MiB sent/step", "predicted sent",
+        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "speed error", "MiB sent/step",
+        "predicted sent",
         "DeepSpeed estimator GiB", "role"])
+    speed_errors = []
     for r in rows:
         try:
             e = estimate(setup_of_row(r), search_max=False)
         except EstimateError:
             continue
+        speed = speed_error(r, e.tokens_per_s)
+        if isinstance(speed, float) and calibration_role(r) in JUDGED_SPEED:
+            speed_errors.append(speed)
         measured = r["memory"]["max"].get("peak_allocated")
         ok = r["status"] == "ok"
         error = fmt_pct((e.peak_allocated - measured) / measured) if ok and measured else "-"
@@ -40,7 +52,7 @@ def vs_estimate_table(rows: list[dict]) -> Table:
             label(r), model_text(r), str(r["micro_batch"]), r["status"], fmt_gib(measured) if ok else "-",
             fmt_gib(e.peak_allocated), error, ("fits" if e.fits else "OOM") + (" ✓" if right else " ✗"),
             fmt_gib(host) if ok and on_host else "-", fmt_gib(e.host_per_rank) if on_host else "-",
-            fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0),
+            fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0), _signed_pct(speed),
             _mib(sent) if ok else "-", predicted_sent,
             fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), calibration_role(r)])
     table.legend = [
@@ -52,8 +64,28 @@ def vs_estimate_table(rows: list[dict]) -> Table:
         "counted per optimizer step and rank on a multi-GPU row, beside dsx.comm's prediction (the row's own). host GiB: "
         "the peak RSS per rank, on rows that keep optimizer state or checkpointed inputs in host memory. A row of one "
         "step (no warm-up) is predicted without Adam's moments in its forward/backward: they are made at its first "
-        "optimizer step."]
+        "optimizer step. speed error: (predicted - measured tokens/s) / measured; a row whose timed steps are not "
+        "steady says why instead (no warm-up step: the first step's set-up is in its time)."]
+    if speed_errors:
+        off = sum(abs(error) > SPEED_OFF for error in speed_errors)
+        table.legend.append(f"speed: {len(speed_errors)} judged row(s) (no constant came from them), {off} off by "
+                            f"more than {SPEED_OFF:.0%}")
     return table
+
+
+def speed_error(row: dict, predicted: float) -> float | str | None:
+    """(predicted - measured) / measured tokens/s of an ok row; the reason its speed is not judged (a string) when
+    its timed steps are not steady (dsx.report.facts.speed_not_steady); None when it measured no speed."""
+    measured = tokens_per_s(row) if row["status"] == "ok" else None
+    if not measured:
+        return None
+    return speed_not_steady(row) or (predicted - measured) / measured
+
+
+def _signed_pct(error: float | str | None) -> str:
+    if isinstance(error, str):
+        return f"not judged: {error}"
+    return "-" if error is None else ("+" if error > 0 else "") + fmt_pct(error)
 
 
 def _bytes_per_step(row: dict) -> tuple[int | None, str]:

@@ -1,0 +1,81 @@
+"""dsx estimate's speed against every committed row that measured one on a calibrated GPU (H100, H200).
+
+The figure the READMEs quote ("N of M rows off by more than 15%") comes from here, with the rule `dsx report
+--vs-estimate` applies row by row (dsx.report.vs_estimate.speed_error): rows that set a speed constant are left out,
+and so are rows whose timed steps are not steady (no warm-up step). Run from the repository root:
+
+    python bench/estimator/speed_rows.py            # every row, and the files whose rows are off
+    python bench/estimator/speed_rows.py --multi    # rows of two or more GPUs only
+    python bench/estimator/speed_rows.py --rows     # every row off, one line each
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from dsx.calibration import calibration_role
+from dsx.estimate import EstimateError, estimate, setup_of_row
+from dsx.report.facts import model_text, zero_stage
+from dsx.report.load import ReportError
+from dsx.report.vs_estimate import JUDGED_SPEED, SPEED_OFF, speed_error
+from dsx.results import read_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def judged(multi: bool) -> tuple[list[tuple[str, dict, float]], dict[str, int]]:
+    """([(file, row, error)] of every judged row, {reason: rows} of those left out)."""
+    out, left_out = [], defaultdict(int)
+    for path in sorted((ROOT / "bench").rglob("*.jsonl")):
+        try:
+            rows = list(read_rows(path))
+        except (ReportError, ValueError, OSError):
+            continue  # not a results file (a profile's, a plan's)
+        for row in rows:
+            if not isinstance(row, dict) or row.get("status") != "ok" or (multi and (row.get("world_size") or 1) < 2):
+                continue
+            try:
+                predicted = estimate(setup_of_row(row), search_max=False).tokens_per_s
+            except (EstimateError, KeyError, TypeError):
+                continue  # a GPU without calibration, a CPU row, a row of another schema
+            error = speed_error(row, predicted)
+            if isinstance(error, str):
+                left_out[error] += 1
+            elif error is not None and calibration_role(row) not in JUDGED_SPEED:
+                left_out[f"calibration ({calibration_role(row)})"] += 1
+            elif error is not None:
+                out.append((str(path.relative_to(ROOT)), row, error))
+    return out, dict(left_out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--multi", action="store_true", help="rows of two or more GPUs only")
+    parser.add_argument("--rows", action="store_true", help="every row off, one line each")
+    args = parser.parse_args(argv)
+    rows, left_out = judged(args.multi)
+    if not rows:
+        print("no judged rows")
+        return 1
+    off = [(path, row, error) for path, row, error in rows if abs(error) > SPEED_OFF]
+    print(f"{len(rows)} judged rows{' of 2+ GPUs' if args.multi else ''}: {len(off)} off by more than "
+          f"{SPEED_OFF:.0%}, median |error| {statistics.median(abs(e) for _, _, e in rows):.1%}")
+    print("left out: " + (", ".join(f"{n} {reason}" for reason, n in sorted(left_out.items())) or "none"))
+    by_file: dict[str, list[float]] = defaultdict(list)
+    for path, _, error in off:
+        by_file[path].append(error)
+    for path, errors in sorted(by_file.items()):
+        print(f"  {path}: {len(errors)} off, {', '.join(f'{e:+.0%}' for e in sorted(errors))}")
+    if args.rows:
+        for path, row, error in off:
+            print(f"{error:+6.0%}  run {row['run_id'][:8]} ({model_text(row)}, ZeRO-{zero_stage(row)}, micro-batch "
+                  f"{row['micro_batch']} x grad-accum {row['grad_accum']}, {row['world_size']} x {row['gpu_name']})"
+                  f"  {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
