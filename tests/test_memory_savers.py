@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from dsx.cli import cli
-from dsx.rank.memory_savers import mlp_slices
+from dsx.rank.memory_savers import enable_checkpointing, mlp_slices
 
 torch = pytest.importorskip("torch")
 
@@ -39,7 +39,7 @@ def test_the_savers_keep_the_loss_and_every_gradient(offload, tiled):
     plain, ids = _model()
     expected_loss, expected = _loss_and_grads(plain, ids)
     model = copy.deepcopy(plain)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable_checkpointing(model)
     host_copies: list = []
     if offload:
         assert offload_checkpointed_inputs(model, host_copies) == model.config.num_hidden_layers
@@ -58,7 +58,7 @@ def test_the_recompute_reads_the_host_copies_not_a_kept_device_input():
     from dsx.rank.memory_savers import offload_checkpointed_inputs
 
     model, ids = _model()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable_checkpointing(model)
     host_copies: list = []
     offload_checkpointed_inputs(model, host_copies)
     _, expected = _loss_and_grads(model, ids)
@@ -230,7 +230,7 @@ def test_the_layer_input_goes_to_the_host_in_pieces_and_comes_back_whole():
 
     model, ids = _model(seq_len=100)
     expected_loss, expected = _loss_and_grads(model, ids)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable_checkpointing(model)
     host_copies: list = []
     offload_checkpointed_inputs(model, host_copies)
     smallest = memory_savers.SMALLEST_PIECE
@@ -244,3 +244,14 @@ def test_the_layer_input_goes_to_the_host_in_pieces_and_comes_back_whole():
     assert loss == pytest.approx(expected_loss, rel=1e-6)
     for name, grad in expected.items():
         torch.testing.assert_close(grads[name], grad, rtol=1e-5, atol=1e-6)
+
+
+def test_checkpointing_is_enabled_without_transformers_deprecation_warning():
+    """transformers 5.24 renamed gradient_checkpointing_enable (an alias until v6, with a FutureWarning)."""
+    import warnings
+
+    model, _ = _model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        enable_checkpointing(model)
+    assert all(getattr(layer, "gradient_checkpointing", False) for layer in model.model.layers)

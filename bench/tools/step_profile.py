@@ -219,7 +219,9 @@ def profile_deepspeed(args, resolved, batch, device) -> dict:
     torch.manual_seed(0)
     model = build_model(resolved, attn=attention(args, resolved), device=device)
     if args.act_ckpt:  # as dsx/rank/loop.py enables it
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        from dsx.rank.memory_savers import enable_checkpointing
+
+        enable_checkpointing(model)
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=list(model.parameters()), config=ds_config)
     if args.compile:
         engine.compile()

@@ -205,7 +205,9 @@ def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progre
         mpu = ulysses.register(plan.sequence_parallel, resolved, plan.micro_batch, core)
     model = build(plan, resolved, ds_config, report, device)
     if plan.toggles.act_ckpt:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        from dsx.rank.memory_savers import enable_checkpointing
+
+        enable_checkpointing(model)
         if hasattr(model.config, "use_cache"):
             model.config.use_cache = False
     if plan.toggles.act_ckpt_offload or plan.toggles.tiled_mlp:

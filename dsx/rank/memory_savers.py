@@ -27,8 +27,19 @@ import functools
 import math
 
 
+def enable_checkpointing(model) -> None:
+    """transformers' activation checkpointing of every layer, non-reentrant, by the name the installed transformers
+    gives it: activation_checkpointing_enable where it exists (5.24 has it, and warns that gradient_checkpointing_enable,
+    now its alias, goes in v6), gradient_checkpointing_enable before."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def offload_checkpointed_inputs(model, host_copies: list | None = None) -> int:
-    """Make every checkpointed layer of `model` (after gradient_checkpointing_enable) keep its input on the host.
+    """Make every checkpointed layer of `model` (after enable_checkpointing) keep its input on the host.
     Returns the number of layers changed. `host_copies`, when given, collects each host copy (tests)."""
     changed = 0
     for module in model.modules():
