@@ -30,6 +30,16 @@ def precision_of(config: dict) -> str:
     return "fp32"
 
 
+def checks_overflow(config: dict) -> bool:
+    """Whether DeepSpeed checks the gradients for overflow before each optimizer step: always with fp16 (its loss
+    scaler), with bf16 unless `bf16.check_grad_overflow` is false (DeepSpeed 0.19's default is true)."""
+    precision = precision_of(config)
+    if precision == "fp16":
+        return True
+    return precision == "bf16" and (config.get("bf16") or config.get("bfloat16") or {}).get(
+        "check_grad_overflow", True) is not False
+
+
 def ulysses_group(config: dict) -> int:
     """The Ulysses sequence-parallel group size a config runs with (sequence_parallel_size; 1 without): each rank of
     a group holds 1/N of the sequence."""

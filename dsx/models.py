@@ -424,8 +424,9 @@ _COUNTS: dict[str, dict[str, int]] = {}
 
 
 def _counts(resolved: ResolvedModel) -> dict[str, int]:
-    """{"params", "largest_module", "modules"} of the model built on the meta device; kept in this process and in
-    dsx's disk cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model again."""
+    """{"params", "tensors", "largest_module", "modules"} of the model built on the meta device; kept in this process
+    and in dsx's disk cache (dsx.cache.derived_path), so a later command (`dsx estimate`) does not build the model
+    again."""
     key = _cache_key(resolved)
     if key not in _COUNTS:
         from pathlib import Path
@@ -435,12 +436,13 @@ def _counts(resolved: ResolvedModel) -> dict[str, int]:
         def measure() -> dict[str, int]:
             model = meta_model(resolved)
             return {"params": sum(p.numel() for p in model.parameters()),
+                    "tensors": sum(1 for _ in model.parameters()),
                     "largest_module": max(sum(p.numel() for p in module.parameters(recurse=False))
                                           for module in model.modules()),
                     "modules": sum(1 for _ in model.modules())}
 
         def load(cached: Any) -> dict[str, int]:
-            counts = {name: cached[name] for name in ("params", "largest_module", "modules")}
+            counts = {name: cached[name] for name in ("params", "tensors", "largest_module", "modules")}
             if not all(isinstance(n, int) for n in counts.values()):
                 raise ValueError(f"not counts: {counts}")
             return counts
@@ -453,6 +455,12 @@ def count_params(resolved: ResolvedModel) -> int:
     """Parameters as transformers' `model.num_parameters()` counts them: each distinct tensor once (tied
     embedding + LM head once), buffers excluded. Built on the meta device: no memory; cached (_counts)."""
     return _counts(resolved)["params"]
+
+
+def count_tensors(resolved: ResolvedModel) -> int:
+    """Parameter tensors (each distinct one once, as count_params): DeepSpeed's ZeRO-1/2 overflow check visits them
+    one by one at every optimizer step (dsx.estimate.predict.overflow_check_seconds)."""
+    return _counts(resolved)["tensors"]
 
 
 def count_modules(resolved: ResolvedModel) -> int:

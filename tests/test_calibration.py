@@ -127,3 +127,18 @@ def test_a_wheel_installed_into_a_fresh_venv_estimates_as_the_checkout_does(tmp_
     assert script.returncode == 0, script.stderr
     assert script.stdout == checkout["results"][" ".join(COMMANDS[0])][1]
     assert "| fit calibration |" in installed["results"][" ".join(COMMANDS[2])][1]
+
+
+def test_each_overflow_check_pair_differs_in_the_check_and_not_in_model_or_stage():
+    import json
+
+    from dsx.calibration import OVERFLOW_CHECK_PAIRS
+
+    for path, lean_line, checked_line in OVERFLOW_CHECK_PAIRS:
+        lines = (ROOT / path).read_text().splitlines()
+        lean, checked = (json.loads(lines[n - 1]) for n in (lean_line, checked_line))
+        assert (lean["model"], lean["micro_batch"], lean["device"]) == \
+            (checked["model"], checked["micro_batch"], checked["device"])
+        assert lean["ds_config"]["zero_optimization"] == checked["ds_config"]["zero_optimization"] == {"stage": 1}
+        assert lean["ds_config"]["bf16"]["check_grad_overflow"] is False
+        assert checked["ds_config"]["bf16"]["check_grad_overflow"] is True

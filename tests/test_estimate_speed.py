@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import ROOT
-from dsx.calibration import DROPOUT_FREE_SPEEDUP
+from dsx.calibration import DROPOUT_FREE_SPEEDUP, OVERFLOW_CHECK_S_PER_TENSOR
 from dsx.estimate import Setup, estimate, setup_of_row
 from dsx.estimate.states import dropout_free
 from dsx.models import resolve_model
@@ -67,15 +69,54 @@ def test_vs_estimate_shows_no_bytes_sent_for_a_one_gpu_row():
 
 @pytest.mark.parametrize("stage, shrinks", [(0, False), (1, True), (2, True)])
 def test_a_rank_steps_its_partition_with_zero_and_every_parameter_without(stage, shrinks):
-    from dataclasses import replace
-
     from dsx.estimate.predict import step_time
 
     one = replace(_setup("gpt2"), ds_config={"zero_optimization": {"stage": stage}, "bf16": {"enabled": True}})
     two = replace(one, world_size=2)
     fixed = one.gpu.fixed_s_per_param * 124_439_808  # GPT-2 124M's parameters (the optimizer step, clipping, copies)
+    fixed += OVERFLOW_CHECK_S_PER_TENSOR * 148 if stage else 0.0  # and its 148 tensors' overflow check (ZeRO-1/2)
     saved = step_time(one, 8) - step_time(two, 8)  # communication is not in step_time: only the fixed term moves
     assert saved == pytest.approx(fixed / 2 if shrinks else 0.0, abs=1e-9)
+
+
+def _gpt2(config: dict, world_size: int = 1) -> Setup:
+    return replace(_setup("gpt2"), ds_config=config, world_size=world_size)
+
+
+@pytest.mark.parametrize("config, checked", [
+    ({"zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}, True),  # DeepSpeed 0.19's default: on
+    ({"zero_optimization": {"stage": 2}, "bf16": {"enabled": True, "check_grad_overflow": True}}, True),
+    ({"zero_optimization": {"stage": 2}, "bf16": {"enabled": True, "check_grad_overflow": False}}, False),
+    ({"zero_optimization": {"stage": 1}, "fp16": {"enabled": True}}, True),  # the loss scaler's check
+    ({"zero_optimization": {"stage": 0}, "fp16": {"enabled": True}}, True),
+    ({"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}, False),  # BF16_Optimizer reads the norm
+    ({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}, False),  # one flat buffer
+    ({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": True}}, False),
+    ({"zero_optimization": {"stage": 1}}, False),  # fp32: nothing to overflow
+])
+def test_the_overflow_check_is_priced_where_deepspeed_checks_tensor_by_tensor(config, checked):
+    from dsx.estimate.states import overflow_check_seconds
+
+    assert overflow_check_seconds(_gpt2(config)) == pytest.approx(OVERFLOW_CHECK_S_PER_TENSOR * 148 if checked else 0)
+
+
+def test_a_zero_rank_checks_only_its_partitions_tensors():
+    from dsx.estimate.states import overflow_check_seconds
+
+    config = {"zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}
+    assert overflow_check_seconds(_gpt2(config, 4)) == pytest.approx(overflow_check_seconds(_gpt2(config)) / 4)
+
+
+def test_turning_the_overflow_check_off_shortens_the_predicted_step_by_its_price():
+    from dsx.estimate.predict import step_time
+
+    on = _gpt2({"zero_optimization": {"stage": 1}, "bf16": {"enabled": True, "check_grad_overflow": True}})
+    off = _gpt2({"zero_optimization": {"stage": 1}, "bf16": {"enabled": True, "check_grad_overflow": False}})
+    assert step_time(on, 8) - step_time(off, 8) == pytest.approx(OVERFLOW_CHECK_S_PER_TENSOR * 148)
+    notes = estimate(on, search_max=False).notes
+    assert any(note.startswith("DeepSpeed's overflow check: 14.1 ms a step (0.0952 ms per gradient tensor")
+               for note in notes)
+    assert not any(note.startswith("DeepSpeed's overflow check") for note in estimate(off, search_max=False).notes)
 
 
 def _column(table, name: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ tests/test_calibration.py imports it and checks the shipped literals against it.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from dataclasses import fields, replace
@@ -23,13 +24,13 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
                              ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, ULYSSES_BYTES_PER_S,
                              ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S, ACT_OFFLOAD_FILE,
-                             ACT_OFFLOAD_RUN_IDS, GpuKind)
+                             ACT_OFFLOAD_RUN_IDS, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
-from dsx.estimate.predict import (act_offload_bytes, ulysses_bytes, ulysses_seconds, zero3_fetch_seconds,
-                                  zero3_fetches_per_step)
+from dsx.estimate.predict import (act_offload_bytes, overflow_check_seconds, ulysses_bytes, ulysses_seconds,
+                                  zero3_fetch_seconds, zero3_fetches_per_step)
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
-from dsx.models import count_modules, count_params
+from dsx.models import count_modules, count_params, count_tensors, resolve_model
 from dsx.results import read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,8 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     n, modules = count_params(setup.resolved), count_modules(setup.resolved)
     a, b = chosen["ckpt_a"]["micro_batch"], chosen["ckpt_b"]["micro_batch"]
     per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
-    fixed = t["ckpt_a"] - a * per_sample
+    # the intercept less the ZeRO-1 overflow check (priced per tensor apart): what every stage pays per parameter
+    fixed = t["ckpt_a"] - a * per_sample - overflow_check_seconds(setup)
     peak = (peak_tflops(name, "bf16") or 0.0) * 1e12
     if not peak:
         raise EstimateError(f"no bf16 peak FLOP/s known for {name}")
@@ -74,14 +76,15 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * (per_sample - attention))
     no_ckpt = replace(setup, act_ckpt=False)
     base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved) + attention_seconds(no_ckpt, 8, 1)
-    zero3 = (t["zero3"] - base) / (2 * modules)  # per module per pass (forward, backward)
+    zero3 = (t["zero3"] - base) / (2 * modules)  # per module per pass (forward, backward); ZeRO-3 checks no tensor
+    offload_check = overflow_check_seconds(setup_of_row(chosen["offload"], setup.gpu))  # ZeRO-2 offload checks each
     rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
     return GpuKind(
         key=key, name=name, total_bytes=chosen["base"]["memory"]["capacity"], context_bytes=context,
         fragmentation=round(fragmentation, 3), achieved_fraction=round(achieved, 4),
         fixed_s_per_param=float(f"{fixed / n:.3g}"),
         cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
-            (1, (t["offload"] - base) / n), (2, (t["offload"] - base) / n),
+            (1, (t["offload"] - base - offload_check) / n), (2, (t["offload"] - base - offload_check) / n),
             (3, (t["zero3_offload"] - base - zero3 * 2 * modules) / n))},
         zero3_s_per_module_pass=float(f"{zero3:.3g}"),
         host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
@@ -90,6 +93,20 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
                               3: round((rss["zero3_offload"] - rss["zero3"]) / n, 2)},
         source="", achieved_hidden=setup.resolved.hidden_size,
     )
+
+
+def calibrate_overflow_check(root: Path = ROOT) -> float:
+    """OVERFLOW_CHECK_S_PER_TENSOR from OVERFLOW_CHECK_PAIRS (bench/tools/step_profile.py rows, one model each): the
+    median over the pairs of (step with the check - step without) / the model's parameter tensors."""
+    per_tensor = []
+    for path, lean_line, checked_line in OVERFLOW_CHECK_PAIRS:
+        lines = (root / path).read_text().splitlines()
+        lean, checked = (json.loads(lines[n - 1]) for n in (lean_line, checked_line))
+        if lean["model"] != checked["model"] or lean["micro_batch"] != checked["micro_batch"]:
+            raise EstimateError(f"{path}: lines {lean_line} and {checked_line} are not one model and micro-batch")
+        tensors = count_tensors(resolve_model(lean["model"]))
+        per_tensor.append((checked["step_ms"] - lean["step_ms"]) / 1e3 / tensors)
+    return float(f"{statistics.median(per_tensor):.3g}")
 
 
 def calibrate_width(rows: list[dict], kind: GpuKind) -> tuple[int, int]:
@@ -299,12 +316,16 @@ def main(argv: list[str] | None = None) -> int:
     ulysses = calibrate_ulysses(list(read_rows(ROOT / ULYSSES_FILE)))
     print(f"# Ulysses' all-to-alls, from {ULYSSES_FILE}: ULYSSES_BYTES_PER_S = {ulysses!r}"
           + ("" if ulysses == ULYSSES_BYTES_PER_S else f"  # dsx ships {ULYSSES_BYTES_PER_S!r}"))
+    overflow = calibrate_overflow_check()
+    print(f"# the overflow check, from {', '.join(sorted({path for path, _, _ in OVERFLOW_CHECK_PAIRS}))}: "
+          f"OVERFLOW_CHECK_S_PER_TENSOR = {overflow!r}"
+          + ("" if overflow == OVERFLOW_CHECK_S_PER_TENSOR else f"  # dsx ships {OVERFLOW_CHECK_S_PER_TENSOR!r}"))
     offload = calibrate_act_offload(list(read_rows(ROOT / ACT_OFFLOAD_FILE)))
     print(f"# --act-ckpt-offload, from {ACT_OFFLOAD_FILE}: ACT_OFFLOAD_BYTES_PER_S = {offload!r}"
           + ("" if offload == ACT_OFFLOAD_BYTES_PER_S else f"  # dsx ships {ACT_OFFLOAD_BYTES_PER_S!r}"))
     return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
-        offload != ACT_OFFLOAD_BYTES_PER_S else 0
+        offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR else 0
 
 
 if __name__ == "__main__":

@@ -17,13 +17,20 @@ from typing import Any
 
 from dsx.config_facts import precision_of
 from dsx.estimate.states import (Setup, activation_bytes, compute_seconds, data_parallel, model_states,
-                                 optimizer_state_bytes, zero_layout)
+                                 optimizer_state_bytes, overflow_check_seconds, zero_layout)
 
 
 def _layouts(setup: Setup) -> list:
     from dsx.pipeline import stage_layouts
 
     return stage_layouts(setup.resolved, setup.pipeline_stages, setup.pipeline_partition)
+
+
+def largest_stage_share(setup: Setup) -> float:
+    """The largest pipeline stage's share of the model's parameters (what its rank steps, checks and clips)."""
+    from dsx.models import count_params
+
+    return max(layout.params for layout in _layouts(setup)) / count_params(setup.resolved)
 
 
 def stage_peaks(setup: Setup, micro_batch: int) -> list[tuple[int, str, dict[str, int], Any]]:
@@ -74,6 +81,7 @@ def pipeline_step_time(setup: Setup, micro_batch: int) -> float:
     one_micro = compute_seconds(setup, micro_batch, 1)
     seconds = (m + p - 1) * max(_stage_flop_shares(setup)) * one_micro
     seconds += gpu.fixed_s_per_param * largest / data_parallel(setup)
+    seconds += overflow_check_seconds(setup, largest_stage_share(setup))
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * largest / data_parallel(setup)
     return seconds

@@ -6,14 +6,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from dsx.calibration import ACT_OFFLOAD_BYTES_PER_S, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind
+from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, OVERFLOW_CHECK_S_PER_TENSOR, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S,
+                             GpuKind)
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
-from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
+from dsx.estimate.pipeline import largest_stage_share, pipeline_step_time, pipeline_summary, stage_peaks
 from dsx.estimate.states import (KEPT_SUB_GROUPS, LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes,
                                  compute_seconds, data_parallel, late_backward_states, model_states,
-                                 offloaded_fraction, optimizer_state_bytes, partial_offload_states,
-                                 zero3_gathered_params, zero_layout)
+                                 offloaded_fraction, optimizer_state_bytes, overflow_check_seconds,
+                                 partial_offload_states, zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
 
@@ -188,15 +189,15 @@ def _host_shares(setup: Setup, pipeline: dict | None) -> tuple[int, int]:
 
 
 def step_time(setup: Setup, micro_batch: int) -> float:
-    """Seconds per optimizer step: fixed per-parameter work + the compute term (compute_seconds: FLOPs at the achieved
-    rate, attention's kernels) + offload + ZeRO-3."""
+    """Seconds per optimizer step: fixed per-parameter work + ZeRO-1/2's overflow check per tensor + the compute term
+    (compute_seconds: FLOPs at the achieved rate, attention's kernels) + offload + ZeRO-3."""
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu = setup.gpu
     n = _params(setup)
     if setup.pipeline_stages:
         return pipeline_step_time(setup, micro_batch)
     # the optimizer step, clipping and bucket copies: over a rank's partition with ZeRO, over every parameter without
-    seconds = gpu.fixed_s_per_param * n / (setup.world_size if stage else 1)
+    seconds = gpu.fixed_s_per_param * n / (setup.world_size if stage else 1) + overflow_check_seconds(setup)
     seconds += compute_seconds(setup, micro_batch, setup.grad_accum)  # a Ulysses rank: its shard's tokens
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
@@ -275,6 +276,12 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    if check := overflow_check_seconds(setup, largest_stage_share(setup) if setup.pipeline_stages else 1.0):
+        why = ("bf16.check_grad_overflow false drops it, and with it the skipping of a step whose gradients "
+               "overflowed") if precision == "bf16" else "fp16's loss scaling needs it"
+        notes.append(f"DeepSpeed's overflow check: {check * 1e3:,.1f} ms a step "
+                     f"({OVERFLOW_CHECK_S_PER_TENSOR * 1e3:.3g} ms per gradient tensor a rank checks, "
+                     f"dsx.calibration.OVERFLOW_CHECK_S_PER_TENSOR); {why}")
     if kept_free:
         notes.append(f"{kept_free / 2**30:,.2f} GiB ({setup.activation_margin:.0%} of the activations) kept free on "
                      "the GPU besides: the estimate's worst under-prediction of them on the long-context rows "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsx.calibration import GPUS, GpuKind
-from dsx.config_facts import offload_devices, precision_of, zero_stage
+from dsx.config_facts import checks_overflow, offload_devices, precision_of, zero_stage
 
 
 class EstimateError(ValueError):
@@ -436,3 +436,23 @@ KEPT_SUB_GROUPS = "optimizer sub-groups kept on the GPU"
 
 def data_parallel(setup: Setup) -> int:
     return setup.world_size // (setup.pipeline_stages or 1)
+
+
+def overflow_check_seconds(setup: Setup, share: float = 1.0) -> float:
+    """What DeepSpeed's per-tensor overflow check adds to a step: OVERFLOW_CHECK_S_PER_TENSOR (dsx.calibration) per
+    parameter tensor a rank checks (`share`: a pipeline stage's part of the model). ZeRO-1/2 check their partition's
+    tensors (bf16 unless bf16.check_grad_overflow is false, fp16 always; with the optimizer offloaded, tensor by
+    tensor as each gradient is copied out); at ZeRO-0 fp16's loss scaler checks every tensor (bf16's optimizer there
+    reads the gradient norm instead); ZeRO-3 checks its flat buffer at once."""
+    from dsx.calibration import OVERFLOW_CHECK_S_PER_TENSOR
+
+    stage = zero_layout(setup.ds_config)[0]
+    if stage == 0 and precision_of(setup.ds_config) == "fp16":
+        ranks = 1
+    elif stage in (1, 2) and checks_overflow(setup.ds_config):
+        ranks = data_parallel(setup)
+    else:
+        return 0.0
+    from dsx.models import count_tensors
+
+    return OVERFLOW_CHECK_S_PER_TENSOR * count_tensors(setup.resolved) * share / ranks

@@ -29,8 +29,8 @@ import math
 
 def enable_checkpointing(model) -> None:
     """transformers' activation checkpointing of every layer, non-reentrant, by the name the installed transformers
-    gives it: activation_checkpointing_enable where it exists (5.24 has it, and warns that gradient_checkpointing_enable,
-    now its alias, goes in v6), gradient_checkpointing_enable before."""
+    gives it: activation_checkpointing_enable where it exists (5.24 has it, and warns that
+    gradient_checkpointing_enable, now its alias, goes in v6), gradient_checkpointing_enable before."""
     enable = getattr(model, "activation_checkpointing_enable", None)
     if enable is not None:
         enable(activation_checkpointing_kwargs={"use_reentrant": False})
