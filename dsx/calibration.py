@@ -111,8 +111,8 @@ judged (bench/estimator/README.md)."""
 
 H100 = GpuKind(
     key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
-    context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.3117, fixed_s_per_param=5.40e-11,
-    cpu_step_s_per_param={1: 4.791e-10, 2: 4.791e-10, 3: 1.138e-09}, zero3_s_per_module_pass=2.14e-04,
+    context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.3117, fixed_s_per_param=5.00e-11,
+    cpu_step_s_per_param={1: 4.791e-10, 2: 4.791e-10, 3: 1.138e-09}, zero3_s_per_module_pass=2.19e-04,
     host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
     host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
     source=f"H100 SXM5 host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-23: the CALIBRATION_ROWS of "
@@ -120,7 +120,7 @@ H100 = GpuKind(
            f"{HEADROOM_FILE} (calibrate_headroom); the width curve from WIDTH_RUN_IDS of {', '.join(WIDTH_FILES)} "
            f"(calibrate_width, 2026-11-27)",
     allocator_headroom_bytes=2_684_354_560,  # 2.5 GiB, 10 x HEADROOM_STEP
-    achieved_hidden=1600, width_half_hidden=3208, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
+    achieved_hidden=1600, width_half_hidden=2977, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
 )
 """The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
 headroom from the out-of-memory trials of HEADROOM_FILE, the width curve from WIDTH_RUN_IDS."""
@@ -174,20 +174,23 @@ def calibration_role(row: dict) -> str:
 # every tensor) and ZeRO-1/2 with the optimizer offloaded checks each gradient as it copies it out; ZeRO-3 checks its
 # flat buffer at once and bf16 at ZeRO-0 reads the gradient norm instead (dsx.estimate.states.overflow_check_seconds).
 
-OVERFLOW_CHECK_FILES = ("bench/estimator/host_step/profile.jsonl", "bench/estimator/host_step/profile2.jsonl")
+OVERFLOW_CHECK_FILES = ("bench/estimator/host_step/profile.jsonl", "bench/estimator/host_step/profile2.jsonl",
+                        "bench/estimator/host_step/profile3.jsonl")
 """bench/tools/step_profile.py's rows of bench/estimator/host_step.sh: GPT-2 124M (micro-batch 32) and gpt2-medium
-(16), compiled, ZeRO-1, on one H200 (2026-11-29), each with and without the check, in one command each."""
+(16), compiled, ZeRO-1, on one H200 (2026-11-29, three device commands), each with and without the check in one
+command. profile3.jsonl also holds ZeRO-3 with and without it: 26.3 and 25.3 ms of step phase, no cost."""
 
 OVERFLOW_CHECK_PAIRS = (
     ("bench/estimator/host_step/profile.jsonl", 2, 3),  # gpt2: lean, then clipping + the check (dsx's defaults)
     ("bench/estimator/host_step/profile2.jsonl", 1, 3),  # gpt2: lean, then the check alone
     ("bench/estimator/host_step/profile2.jsonl", 4, 5),  # gpt2-medium: lean, then dsx's defaults
+    ("bench/estimator/host_step/profile3.jsonl", 1, 4),  # gpt2: lean, then the check alone (another machine)
 )
 """(file, line without the check, line with it; lines counted from 1) of each pair OVERFLOW_CHECK_S_PER_TENSOR comes
 from. Clipping alone did not lengthen the step (73.75 and 73.65 ms, profile2.jsonl lines 1 and 2); the pairs with it
 count it in."""
 
-OVERFLOW_CHECK_S_PER_TENSOR = 9.52e-05
+OVERFLOW_CHECK_S_PER_TENSOR = 1.06e-04
 """Seconds a ZeRO-1/2 step spends per gradient tensor of a rank's partition on the overflow check: the median over
 OVERFLOW_CHECK_PAIRS of the step time difference over the model's parameter tensors (bench/estimator/calibrate.py:
 calibrate_overflow_check). The H100 and H200 hosts ran the same lean step alike (11.0 and 7.2-12.1 ms)."""
@@ -208,7 +211,7 @@ ZERO3_FETCH_RUN_IDS = {"two ranks": "e8d70cb45b1d4440ab9d49a3e7d48645", "one ran
 """The pair ZERO3_FETCH_S comes from (1,494 and 1,020 ms a step). Every other multi-GPU ZeRO-3 row is judged
 (bench/multigpu/README.md)."""
 
-ZERO3_FETCH_S = 7.81e-04
+ZERO3_FETCH_S = 7.77e-04
 """Seconds a ZeRO-3 rank loses per parameter fetch on several ranks: the 2-rank step less the 1-rank step, less what
 the estimate's other terms change between them, over the 2-rank step's fetches (bench/estimator/calibrate.py:
 calibrate_zero3_fetch)."""
@@ -297,7 +300,7 @@ DROPOUT_RUN_IDS = {"dropout": "b20a230481ab4bf895f2d41e35a1d636", "none": "8508d
 """The pair DROPOUT_FREE_SPEEDUP comes from: the same command but `--set resid_pdrop=0 --set embd_pdrop=0 --set
 attn_pdrop=0` (1.698 -> 1.520 s per step). Other dropout-free rows are judged (bench/multigpu/rows/dp4.jsonl)."""
 
-DROPOUT_FREE_SPEEDUP = 1.133
+DROPOUT_FREE_SPEEDUP = 1.132
 """Achieved FLOP/s of a dropout-free model over the same model with dropout (the step's compute term)."""
 
 
@@ -320,9 +323,9 @@ KERNEL_PAIRS = {
 }
 """(base run_id, kernel run_id) pairs of KERNEL_FILES each factor comes from (measured 2026-11-27 16:45-19:58 UTC)."""
 
-LIGER_SPEEDUP = 1.523
+LIGER_SPEEDUP = 1.515
 """Achieved FLOP/s with Liger's RoPE, RMSNorm and SwiGLU kernels and fused loss over the stock ones (eager)."""
 
-FP8_SPEEDUP = {"eager": 0.444, "compiled": 1.105}
+FP8_SPEEDUP = {"eager": 0.446, "compiled": 1.103}
 """Achieved FLOP/s with torchao's float8 (tensorwise) linear layers over bf16, eager and compiled: without compile
 its casts and scales run as separate kernels (half the speed); compiled they fuse."""

@@ -140,9 +140,12 @@ def test_without_an_axis_and_with_a_calibrated_gpu_kind_the_default_search_runs(
                         "micro-batch it predicts fastest; the model, precision, optimizer and --set/--ds-set as "
                         "given)")
     assert len(planned(lines)) == 24  # gpt2-tiny is one sub-group: no partial ratio
-    assert running(lines) == ["z1 bf16 compile ga16"]
-    assert ("  2. z2 bf16 compile ga16  (skipped: predicted the same as z1 bf16 compile ga16 (same largest micro-batch "
-            "and tokens/s): the default search runs one of them (--no-prune runs both))") in lines
+    # the fastest first; ZeRO-2 runs as ZeRO-1 on one GPU (twins: one of each pair runs), ZeRO-3 predicted far slower
+    assert running(lines)[0] == "z1 bf16 compile ga16"
+    assert all(label.startswith("z1 ") for label in running(lines))
+    assert any(line.endswith(". z2 bf16 compile ga16  (skipped: predicted the same as z1 bf16 compile ga16 (same "
+                             "largest micro-batch and tokens/s): the default search runs one of them (--no-prune runs "
+                             "both))") for line in lines)
 
 
 def test_under_max_global_batch_the_default_search_plans_within_the_cap(tmp_path):
@@ -155,14 +158,14 @@ def test_under_max_global_batch_the_default_search_plans_within_the_cap(tmp_path
 
 def test_an_axis_given_runs_its_grid_not_the_default_search(tmp_path):
     lines = dry_run(tmp_path, "--model", "gpt2-tiny", "--zero", "2", *H100)
-    assert planned(lines) == ["  1. z2 bf16  (start at micro-batch 8, predicted 10,286,447 tokens/s)"]
+    assert planned(lines) == ["  1. z2 bf16  (start at micro-batch 8, predicted 170,422 tokens/s)"]
     assert not any(line.startswith("no axis given") for line in lines)
 
 
 def test_several_precisions_are_an_axis_too(tmp_path):
     lines = dry_run(tmp_path, "--model", "gpt2-tiny", "--precision", "bf16,fp32", "--micro-batch", "1", *H100)
-    assert [line.split("  (")[0] for line in planned(lines)] == [
-        "  1. z1 bf16", "  2. z2 bf16", "  3. z1 fp32", "  4. z2 fp32", "  5. z3 bf16", "  6. z3 fp32"]
+    assert sorted(line.split("  (")[0].split(". ")[1] for line in planned(lines)) == [
+        "z1 bf16", "z1 fp32", "z2 bf16", "z2 fp32", "z3 bf16", "z3 fp32"]
     assert not any(line.startswith("no axis given") for line in lines)
 
 
