@@ -287,7 +287,8 @@ def version_dependent_defaults(data: dict, ctx: LintContext) -> Iterator[Finding
     if _is_true(bf16.get("enabled")) and "check_grad_overflow" not in bf16:
         yield Finding("bf16.check_grad_overflow", "warning", "version-default",
                       "not set: DeepSpeed 0.19 checks bf16 gradients for overflow by default, 0.18 did not",
-                      "write it explicitly (false keeps the 0.18 behaviour and saves a reduction per step)")
+                      "write it explicitly (false keeps the 0.18 behaviour: no step skipped on overflow, and at "
+                      "ZeRO-1/2 about 0.1 ms less per gradient tensor a step, a fifth of GPT-2 124M's)")
     for which in ("offload_param", "offload_optimizer"):
         block = _dict(_dict(data.get("zero_optimization")).get(which))
         if _offload_device(data, which) != "none" and "pin_memory" not in block:
