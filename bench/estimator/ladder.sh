@@ -6,7 +6,8 @@
 # BUDGET_S (default 560) lasts, each capped at RUN_S (default 80) seconds. dsx run's defaults otherwise (bf16, GPT-2's
 # dropout, clipping 1.0, the bf16 overflow check, eager, the comms logger) with torch's fused AdamW (no JIT build),
 # vocabulary padded to 64, 10 timed steps after 3, the learnable synthetic data. `noclip`: clipping 0 and no overflow
-# check (a measurement of what they cost, not a configuration a sweep would pick). Rows in $OUT/ladder.jsonl.
+# check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep would pick). Rows
+# in $OUT/ladder.jsonl.
 set -uo pipefail
 out=${1:?usage: bench/estimator/ladder.sh OUT}
 source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
@@ -22,7 +23,8 @@ for entry in $runs; do
   case ${tag:-} in
     "") ;;
     noclip) extra=(--ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false) ;;
-    *) echo "bench/estimator/ladder.sh: unknown tag '$tag' in '$entry' (noclip)" >&2; exit 2 ;;
+    nocheck) extra=(--ds-set bf16.check_grad_overflow=false) ;;
+    *) echo "bench/estimator/ladder.sh: unknown tag '$tag' in '$entry' (noclip, nocheck)" >&2; exit 2 ;;
   esac
   run_by "${RUN_S:-80}" python3 -m dsx run --model "$model" --vocab-pad 64 --gpus 1 --zero "$zero" \
     --micro-batch "$mb" --grad-accum "$ga" --steps 10 --warmup 3 --results "$res" \
