@@ -81,7 +81,7 @@ def pipeline_step_time(setup: Setup, micro_batch: int) -> float:
     one_micro = compute_seconds(setup, micro_batch, 1)
     seconds = (m + p - 1) * max(_stage_flop_shares(setup)) * one_micro
     seconds += gpu.fixed_s_per_param * largest / data_parallel(setup)
-    seconds += overflow_check_seconds(setup, largest_stage_share(setup))
+    seconds += overflow_check_seconds(setup)
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * largest / data_parallel(setup)
     return seconds

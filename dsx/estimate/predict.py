@@ -10,7 +10,7 @@ from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, OVERFLOW_CHECK_S_PER_TENSO
                              GpuKind)
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
-from dsx.estimate.pipeline import largest_stage_share, pipeline_step_time, pipeline_summary, stage_peaks
+from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
 from dsx.estimate.states import (KEPT_SUB_GROUPS, LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes,
                                  compute_seconds, data_parallel, late_backward_states, model_states,
                                  offloaded_fraction, optimizer_state_bytes, overflow_check_seconds,
@@ -276,7 +276,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
-    if check := overflow_check_seconds(setup, largest_stage_share(setup) if setup.pipeline_stages else 1.0):
+    if check := overflow_check_seconds(setup):
         why = ("bf16.check_grad_overflow false drops it, and with it the skipping of a step whose gradients "
                "overflowed") if precision == "bf16" else "fp16's loss scaling needs it"
         notes.append(f"DeepSpeed's overflow check: {check * 1e3:,.1f} ms a step "

@@ -438,9 +438,9 @@ def data_parallel(setup: Setup) -> int:
     return setup.world_size // (setup.pipeline_stages or 1)
 
 
-def overflow_check_seconds(setup: Setup, share: float = 1.0) -> float:
+def overflow_check_seconds(setup: Setup) -> float:
     """What DeepSpeed's per-tensor overflow check adds to a step: OVERFLOW_CHECK_S_PER_TENSOR (dsx.calibration) per
-    parameter tensor a rank checks (`share`: a pipeline stage's part of the model). ZeRO-1/2 check their partition's
+    parameter tensor a rank checks (a pipeline rank: the largest stage's share). ZeRO-1/2 check their partition's
     tensors (bf16 unless bf16.check_grad_overflow is false, fp16 always; with the optimizer offloaded, tensor by
     tensor as each gradient is copied out); at ZeRO-0 fp16's loss scaler checks every tensor (bf16's optimizer there
     reads the gradient norm instead); ZeRO-3 checks its flat buffer at once."""
@@ -455,4 +455,9 @@ def overflow_check_seconds(setup: Setup, share: float = 1.0) -> float:
         return 0.0
     from dsx.models import count_tensors
 
+    share = 1.0
+    if setup.pipeline_stages:
+        from dsx.estimate.pipeline import largest_stage_share  # it imports this module
+
+        share = largest_stage_share(setup)
     return OVERFLOW_CHECK_S_PER_TENSOR * count_tensors(setup.resolved) * share / ranks

@@ -36,14 +36,12 @@ def vs_estimate_table(rows: list[dict]) -> Table:
             e = estimate(setup_of_row(r), search_max=False)
         except EstimateError:
             continue
-        speed = speed_error(r, e.tokens_per_s)
-        if isinstance(speed, float) and calibration_role(r) in JUDGED_SPEED:
+        role, speed = calibration_role(r), speed_error(r, e.tokens_per_s)
+        if isinstance(speed, float) and role in JUDGED_SPEED:
             speed_errors.append(speed)
         measured = r["memory"]["max"].get("peak_allocated")
         ok = r["status"] == "ok"
-        error = fmt_pct((e.peak_allocated - measured) / measured) if ok and measured else "-"
-        if ok and measured and e.peak_allocated > measured:
-            error = "+" + error
+        error = _signed_pct((e.peak_allocated - measured) / measured if ok and measured else None)
         right = (e.fits and ok) or (not e.fits and r["status"] == "oom")
         host = r["memory"]["max"].get("host_rss_peak")
         on_host = e.offload != "none" or (r.get("toggles") or {}).get("act_ckpt_offload")  # what the host holds
@@ -54,7 +52,7 @@ def vs_estimate_table(rows: list[dict]) -> Table:
             fmt_gib(host) if ok and on_host else "-", fmt_gib(e.host_per_rank) if on_host else "-",
             fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0), _signed_pct(speed),
             _mib(sent) if ok else "-", predicted_sent,
-            fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), calibration_role(r)])
+            fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), role])
     table.legend = [
         "peak alloc: torch's peak allocated on the busiest rank; error: (predicted - measured) / measured; fit "
         "predicted: peak allocated + CUDA context + allocator headroom <= the GPU's memory (✓ when the row's status "
@@ -83,6 +81,7 @@ def speed_error(row: dict, predicted: float) -> float | str | None:
 
 
 def _signed_pct(error: float | str | None) -> str:
+    """A relative error with its sign ('+4.1%', '-2.0%'), '-' for none, the reason where a row is not judged."""
     if isinstance(error, str):
         return f"not judged: {error}"
     return "-" if error is None else ("+" if error > 0 else "") + fmt_pct(error)
