@@ -142,15 +142,18 @@ def calibration_role(row: dict) -> str:
     """What a result row is to the H100 calibration: 'calibration' (a CALIBRATION_ROWS configuration: it set the
     constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
     judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors), 'width
-    calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_RUN_IDS row:
-    it set ZERO3_FETCH_S), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload
-    calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S) or 'judged'."""
+    calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row:
+    it set ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the logger's constants),
+    'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload calibration' (an
+    ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
         return "width calibration"
-    if row.get("run_id") in ZERO3_FETCH_RUN_IDS.values():
+    if row.get("run_id") in ZERO3_FETCH_RUN_IDS:
         return "zero3 fetch calibration"
+    if row.get("run_id") in COMM_LOGGER_RUN_IDS:
+        return "comm logger calibration"
     if row.get("run_id") in ULYSSES_RUN_IDS.values():
         return "ulysses calibration"
     if row.get("run_id") in ACT_OFFLOAD_RUN_IDS.values():
@@ -204,17 +207,60 @@ calibrate_overflow_check). The H100 and H200 hosts ran the same lean step alike 
 # bytes move in a fraction of what the pair below measured (16 GiB a step at hundreds of GB/s), the waits do not.
 
 ZERO3_FETCH_FILE = "bench/multigpu/rows/dp2-z3.jsonl"
-"""issue 30's pair: gpt2-xl ZeRO-3, micro-batch 8 x grad-accum 2, eager, no comms logger, on 2 GPUs and then 1
-(2 x H200 over NVLink, 2026-11-28: the H100 SXM's chip and link; dsx.calibration.H200)."""
+"""issue 30's pairs: gpt2-xl ZeRO-3, micro-batch 8 x grad-accum 2, eager, no comms logger, on 2 GPUs and then 1, each
+pair in one device command (2 x H200 over NVLink, 2026-11-28 and twice on 2026-11-29: the H100 SXM's chip and link;
+dsx.calibration.H200)."""
 
-ZERO3_FETCH_RUN_IDS = {"two ranks": "e8d70cb45b1d4440ab9d49a3e7d48645", "one rank": "e8fbe0042bcd4cb38d8ab5f978953575"}
-"""The pair ZERO3_FETCH_S comes from (1,494 and 1,020 ms a step). Every other multi-GPU ZeRO-3 row is judged
-(bench/multigpu/README.md)."""
+ZERO3_FETCH_PAIRS = (  # steps: 1,494 / 1,020 ms, 1,460 / 1,356 ms, 1,322 / 1,121 ms
+    {"two ranks": "e8d70cb45b1d4440ab9d49a3e7d48645", "one rank": "e8fbe0042bcd4cb38d8ab5f978953575"},
+    {"two ranks": "e22d6b33b65f4219b81bba3d9abe69d9", "one rank": "2c99f3d53cab49a6b91c8a34b920222c"},
+    {"two ranks": "8db2f95e3c9d430292582775c7d21aa5", "one rank": "fbb9379176a348b3a1c5fc5144678d44"},
+)
+"""The pairs ZERO3_FETCH_S comes from. The 2-rank steps agree within 12%; the 1-rank steps differ by a third between
+commands (a single ZeRO-3 GPU's step was 0.99-1.49 s within one run), so one pair set the constant 2.4x the median
+pair's. Every other multi-GPU ZeRO-3 row is judged (bench/multigpu/README.md)."""
 
-ZERO3_FETCH_S = 7.77e-04
-"""Seconds a ZeRO-3 rank loses per parameter fetch on several ranks: the 2-rank step less the 1-rank step, less what
-the estimate's other terms change between them, over the 2-rank step's fetches (bench/estimator/calibrate.py:
-calibrate_zero3_fetch)."""
+ZERO3_FETCH_RUN_IDS = frozenset(run_id for pair in ZERO3_FETCH_PAIRS for run_id in pair.values())
+"""Every row of ZERO3_FETCH_PAIRS (calibration_role: 'zero3 fetch calibration')."""
+
+ZERO3_FETCH_S = 3.63e-04
+"""Seconds a ZeRO-3 rank loses per parameter fetch on several ranks, the median over ZERO3_FETCH_PAIRS of: the
+2-rank step less the 1-rank step, less what the estimate's other terms change between them, over the 2-rank step's
+fetches (bench/estimator/calibrate.py: calibrate_zero3_fetch)."""
+
+
+# --- DeepSpeed's comms logger (dsx run's default) -----------------------------------------------------------------
+# deepspeed.comm's timed_op synchronises the device after every collective while the logger is on
+# (get_accelerator().synchronize(), "to make op blocking for accurate logging"): a collective no longer overlaps the
+# compute queued behind it, and the host no longer runs ahead of the GPU. Priced per byte a rank sends and per
+# ZeRO-3 fetch (each a collective the forward or backward waits for), from on/off pairs of one configuration in one
+# command.
+
+COMM_LOGGER_PAIRS = (  # (file, logger on, logger off)
+    ("bench/multigpu/rows/comm2.jsonl",  # gpt2 ZeRO-1: 58.5 / 55.6 ms
+     "e3eadb4cc0054d728cfb8f7f8292e440", "3173d21e9f7f4872ab82d342ab80d1da"),
+    ("bench/multigpu/rows/comm2.jsonl",  # gpt2 ZeRO-2: 60.2 / 56.8 ms
+     "36c1f7bc879941a4995d605828c340fa", "d0ccffb89f514d36b06fe563a04151ac"),
+    ("bench/multigpu/rows/comm2.jsonl",  # gpt2 ZeRO-3: 293.6 / 140.4 ms
+     "c3ba678aebef4d68856e4fd3c1054b24", "1306d691654a4ae48ae71dc53b29aad7"),
+    ("bench/multigpu/rows/logger2.jsonl",  # gpt2 ZeRO-2, another machine: 78.3 / 63.0 ms
+     "ead0c7958a2e4e6e957ddad3d3e2d179", "1cb110f37e0d4853a45ca879525b338b"),
+    ("bench/multigpu/rows/dp2-z2.jsonl",  # gpt2-xl tuned ZeRO-2: 2,868 / 2,686 ms
+     "48bd35be3709464c8140c6cbfec25deb", "84b99fc088934a3496fbacc46ba4d1bc"),
+)
+"""The pairs the logger's constants come from, all on 2 x H200 (issue 30's comm2, logger2 and dp2-z2 parts). Every
+other row with the logger on is judged."""
+
+COMM_LOGGER_RUN_IDS = frozenset(run_id for _, *ids in COMM_LOGGER_PAIRS for run_id in ids)
+"""Every row of COMM_LOGGER_PAIRS (calibration_role: 'comm logger calibration')."""
+
+COMM_LOGGER_S_PER_BYTE = 4.13e-12
+"""Seconds the logger adds per byte a rank sends (dsx.comm.predict's volume): the median over the pairs without
+ZeRO-3 of the step difference over the bytes (bench/estimator/calibrate.py: calibrate_comm_logger)."""
+
+COMM_LOGGER_S_PER_FETCH = 2.96e-03
+"""Seconds the logger adds per ZeRO-3 parameter fetch besides its bytes: the ZeRO-3 pair's step difference less its
+bytes' share, over its fetches (bench/estimator/calibrate.py: calibrate_comm_logger)."""
 
 
 # --- Ulysses' all-to-alls (--sequence-parallel N) ------------------------------------------------------------------

@@ -22,12 +22,15 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
-                             ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S, ULYSSES_BYTES_PER_S,
-                             ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S, ACT_OFFLOAD_FILE,
-                             ACT_OFFLOAD_RUN_IDS, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, GpuKind)
+                             ZERO3_FETCH_FILE, ZERO3_FETCH_PAIRS, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S,
+                             ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
+                             ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
+                             COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import (act_offload_bytes, overflow_check_seconds, ulysses_bytes, ulysses_seconds,
                                   zero3_fetch_seconds, zero3_fetches_per_step)
+from dsx.comm.predict import param_facts
+from dsx.comm.predict import predict as predict_comm
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_modules, count_params, count_tensors, resolve_model
@@ -227,19 +230,45 @@ def calibrate_kernels(rows: list[dict]) -> tuple[float, dict[str, float]]:
 
 
 def calibrate_zero3_fetch(rows: list[dict]) -> float:
-    """ZERO3_FETCH_S from the ZERO3_FETCH_RUN_IDS pair of `rows` (one configuration on 2 ranks and on 1): the
-    2-rank step less the 1-rank step, less the change the estimate's other terms predict between them (the
-    per-parameter work halves on 2 ranks), over the 2-rank step's fetches."""
+    """ZERO3_FETCH_S from the ZERO3_FETCH_PAIRS of `rows` (one configuration on 2 ranks and on 1, each pair in one
+    command): per pair, the 2-rank step less the 1-rank step, less the change the estimate's other terms predict
+    between them (the per-parameter work halves on 2 ranks), over the 2-rank step's fetches; the median of those."""
     by_id = {row["run_id"]: row for row in rows}
-    missing = [role for role, run_id in ZERO3_FETCH_RUN_IDS.items() if run_id not in by_id]
+    missing = sorted(ZERO3_FETCH_RUN_IDS - by_id.keys())
     if missing:
         raise EstimateError(f"ZeRO-3 fetch calibration rows missing: {', '.join(missing)}")
-    two, one = (by_id[ZERO3_FETCH_RUN_IDS[role]] for role in ("two ranks", "one rank"))
-    setups = {role: setup_of_row(by_id[run_id]) for role, run_id in ZERO3_FETCH_RUN_IDS.items()}
-    others = {role: step_time(setup, setup.micro_batch) - zero3_fetch_seconds(setup) for role, setup in setups.items()}
-    measured = two["figures"]["step_time_s"]["median"] - one["figures"]["step_time_s"]["median"]
-    extra = measured - (others["two ranks"] - others["one rank"])
-    return float(f"{extra / zero3_fetches_per_step(setups['two ranks']):.3g}")
+    per_fetch = []
+    for pair in ZERO3_FETCH_PAIRS:
+        setups = {role: setup_of_row(by_id[run_id]) for role, run_id in pair.items()}
+        others = {role: step_time(setup, setup.micro_batch) - zero3_fetch_seconds(setup)
+                  for role, setup in setups.items()}
+        steps = {role: by_id[run_id]["figures"]["step_time_s"]["median"] for role, run_id in pair.items()}
+        extra = steps["two ranks"] - steps["one rank"] - (others["two ranks"] - others["one rank"])
+        per_fetch.append(extra / zero3_fetches_per_step(setups["two ranks"]))
+    return float(f"{statistics.median(per_fetch):.3g}")
+
+
+def calibrate_comm_logger(root: Path = ROOT) -> tuple[float, float]:
+    """(COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH) from COMM_LOGGER_PAIRS (one configuration with the comms
+    logger on and off, in one command): per byte, the median over the pairs without ZeRO-3's fetches of the step
+    difference over the bytes a rank sends; per fetch, what is left of the fetching pairs' difference once their
+    bytes are priced, over their fetches (the median)."""
+    per_byte, fetching = [], []
+    for path, on_id, off_id in COMM_LOGGER_PAIRS:
+        by_id = {row["run_id"]: row for row in read_rows(root / path)}
+        if on_id not in by_id or off_id not in by_id:
+            raise EstimateError(f"comms logger calibration rows missing in {path}: {on_id}, {off_id}")
+        on = setup_of_row(by_id[on_id])
+        extra = by_id[on_id]["figures"]["step_time_s"]["median"] - by_id[off_id]["figures"]["step_time_s"]["median"]
+        sent = predict_comm(on.ds_config, param_facts(on.resolved), on.world_size, on.grad_accum).bytes_per_step
+        fetches = zero3_fetches_per_step(on)
+        if fetches:
+            fetching.append((extra, sent, fetches))
+        else:
+            per_byte.append(extra / sent)
+    s_per_byte = float(f"{statistics.median(per_byte):.3g}")
+    s_per_fetch = statistics.median((extra - s_per_byte * sent) / fetches for extra, sent, fetches in fetching)
+    return s_per_byte, float(f"{s_per_fetch:.3g}")
 
 
 def calibrate_ulysses(rows: list[dict]) -> float:
@@ -323,9 +352,15 @@ def main(argv: list[str] | None = None) -> int:
     offload = calibrate_act_offload(list(read_rows(ROOT / ACT_OFFLOAD_FILE)))
     print(f"# --act-ckpt-offload, from {ACT_OFFLOAD_FILE}: ACT_OFFLOAD_BYTES_PER_S = {offload!r}"
           + ("" if offload == ACT_OFFLOAD_BYTES_PER_S else f"  # dsx ships {ACT_OFFLOAD_BYTES_PER_S!r}"))
+    logger = calibrate_comm_logger()
+    shipped_logger = (COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH)
+    print(f"# the comms logger, from {', '.join(sorted({path for path, _, _ in COMM_LOGGER_PAIRS}))}: "
+          f"COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH = {logger!r}"
+          + ("" if logger == shipped_logger else f"  # dsx ships {shipped_logger!r}"))
     return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
-        offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR else 0
+        offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
+        else 0
 
 
 if __name__ == "__main__":

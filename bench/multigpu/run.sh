@@ -56,6 +56,8 @@
 #                             half-way through the timed steps: comm.phases has both phases' bytes and step time);
 #                             then DeepSpeed 0.19.8 ZeRO-2 with and without the comms logger (its cost on NCCL)
 #   logger2     ~2 min        onebit2's last two runs alone (no 0.18.9 lane): ZeRO-2 with and without the comms logger
+#   comm2       ~5.5 min      GPT-2 124M (as logger2) at ZeRO-1, 2 and 3, each with and without the comms logger, then
+#                             ZeRO-3 without it on 1 GPU: the logger's cost per stage, ZeRO-3's across GPUs alone
 #   zeropp2     ~5.5-6.5 min  its second half: ZeRO-3, then DeepSpeed's quantizer op built on its own (within 240 s;
 #                             h200x2.sh had 12 runs of ~40 s and this build in one command, more than 10 minutes:
 #                             its ZeRO++ runs, last, did not finish), then qwZ (int8 weights), hpZ (a secondary
@@ -138,7 +140,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-default pipe2 pipe2-dp
-  onebit2 logger2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b
+  onebit2 logger2 comm2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b
   sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -405,6 +407,17 @@ for p in "$@"; do
       begin "$p"
       dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}"
       dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --no-comm-log
+      finish
+      ;;
+    comm2)
+      begin "$p"
+      # the comms logger's cost per stage (it synchronises after every collective) and ZeRO-3 across GPUs without
+      # it (zeropp2's rows all ran with it): on/off pairs at ZeRO-1, 2, 3, then ZeRO-3 on 1 GPU
+      for z in 1 2 3; do
+        dsx_run 120 "${gpt2[@]}" --zero "$z" "${adam[@]}"
+        dsx_run 120 "${gpt2[@]}" --zero "$z" "${adam[@]}" --no-comm-log
+      done
+      dsx_run 120 "${gpt2[@]}" --zero 3 "${adam[@]}" --no-comm-log --gpus 1  # the last --gpus wins
       finish
       ;;
     zeropp2)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, OVERFLOW_CHECK_S_PER_TENSOR, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S,
-                             GpuKind)
+from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH,
+                             OVERFLOW_CHECK_S_PER_TENSOR, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind)
 from dsx.config_facts import precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
@@ -206,7 +206,8 @@ def step_time(setup: Setup, micro_batch: int) -> float:
 
         passes = (3 if setup.act_ckpt else 2) * setup.grad_accum  # checkpointing's recompute runs the hooks again
         seconds += gpu.zero3_s_per_module_pass * count_modules(setup.resolved) * passes
-    return seconds + zero3_fetch_seconds(setup) + ulysses_seconds(setup) + act_offload_seconds(setup)
+    return (seconds + zero3_fetch_seconds(setup) + ulysses_seconds(setup) + act_offload_seconds(setup)
+            + comm_logger_seconds(setup))
 
 
 def act_offload_bytes(setup: Setup) -> float:
@@ -236,6 +237,19 @@ def zero3_fetches_per_step(setup: Setup) -> float:
 def zero3_fetch_seconds(setup: Setup) -> float:
     """What ZeRO-3's fetches across GPUs add to a step: ZERO3_FETCH_S each (dsx.calibration)."""
     return ZERO3_FETCH_S * zero3_fetches_per_step(setup)
+
+
+def comm_logger_seconds(setup: Setup) -> float:
+    """What DeepSpeed's comms logger adds to a step on several ranks: COMM_LOGGER_S_PER_BYTE per byte a rank sends
+    (dsx.comm.predict's volume, Ulysses' all-to-alls included) and COMM_LOGGER_S_PER_FETCH per ZeRO-3 fetch
+    (dsx.calibration); 0 with it off."""
+    if not setup.comm_log or setup.world_size < 2:
+        return 0.0
+    from dsx.comm.predict import param_facts, predict
+
+    sent = predict(setup.ds_config, param_facts(setup.resolved), setup.world_size, setup.grad_accum,
+                   all_to_all_bytes=ulysses_bytes(setup)).bytes_per_step
+    return COMM_LOGGER_S_PER_BYTE * sent + COMM_LOGGER_S_PER_FETCH * zero3_fetches_per_step(setup)
 
 
 def ulysses_bytes(setup: Setup) -> float:
@@ -282,6 +296,10 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
         notes.append(f"DeepSpeed's overflow check: {check * 1e3:,.1f} ms a step "
                      f"({OVERFLOW_CHECK_S_PER_TENSOR * 1e3:.3g} ms per gradient tensor a rank checks, "
                      f"dsx.calibration.OVERFLOW_CHECK_S_PER_TENSOR); {why}")
+    if logger := comm_logger_seconds(setup):
+        notes.append(f"DeepSpeed's comms logger: {logger * 1e3:,.1f} ms a step (it synchronises the device after "
+                     "every collective, dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH); dsx run "
+                     "--no-comm-log times without it")
     if kept_free:
         notes.append(f"{kept_free / 2**30:,.2f} GiB ({setup.activation_margin:.0%} of the activations) kept free on "
                      "the GPU besides: the estimate's worst under-prediction of them on the long-context rows "

@@ -43,6 +43,7 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
                  sequence_parallel=group if group > 1 else None,
                  sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len),
+                 comm_log=bool((row.get("comm") or {}).get("steps")),  # the logger counted the timed steps
                  first_step_only=row.get("steps", 0) + row.get("warmup", 0) == 1)
 
 
@@ -76,4 +77,4 @@ def setup_of_trial(trial, kind: GpuKind, micro_batch: int | None = None, grad_ac
                  tiled_mlp=request.tiled_mlp, liger=bool(kernels and kernels.liger),
                  fp8=kernels.fp8 if kernels else None,
                  sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info, trial.resolved.seq_len),
-                 ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None, **chosen)
+                 comm_log=request.comm_log, ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None, **chosen)
