@@ -206,24 +206,27 @@ calibrate_overflow_check). The H100 and H200 hosts ran the same lean step alike 
 # (dsx.comm.predict.zero3_fetches_per_micro_batch). The time is priced per fetch, not per byte: over NVLink the
 # bytes move in a fraction of what the pair below measured (16 GiB a step at hundreds of GB/s), the waits do not.
 
-ZERO3_FETCH_FILE = "bench/multigpu/rows/dp2-z3.jsonl"
-"""issue 30's pairs: gpt2-xl ZeRO-3, micro-batch 8 x grad-accum 2, eager, no comms logger, on 2 GPUs and then 1, each
-pair in one device command (2 x H200 over NVLink, 2026-11-28 and twice on 2026-11-29: the H100 SXM's chip and link;
-dsx.calibration.H200)."""
-
-ZERO3_FETCH_PAIRS = (  # steps: 1,494 / 1,020 ms, 1,460 / 1,356 ms, 1,322 / 1,121 ms
-    {"two ranks": "e8d70cb45b1d4440ab9d49a3e7d48645", "one rank": "e8fbe0042bcd4cb38d8ab5f978953575"},
-    {"two ranks": "e22d6b33b65f4219b81bba3d9abe69d9", "one rank": "2c99f3d53cab49a6b91c8a34b920222c"},
-    {"two ranks": "8db2f95e3c9d430292582775c7d21aa5", "one rank": "fbb9379176a348b3a1c5fc5144678d44"},
+ZERO3_FETCH_PAIRS = (  # (file, two ranks, one rank): issue 30's pairs, each in one command on 2 x H200
+    ("bench/multigpu/rows/dp2-z3.jsonl",  # gpt2-xl (below), 2026-11-28: 1,494 / 1,020 ms
+     "e8d70cb45b1d4440ab9d49a3e7d48645", "e8fbe0042bcd4cb38d8ab5f978953575"),
+    ("bench/multigpu/rows/dp2-z3.jsonl",  # 2026-11-29: 1,460 / 1,356 ms
+     "e22d6b33b65f4219b81bba3d9abe69d9", "2c99f3d53cab49a6b91c8a34b920222c"),
+    ("bench/multigpu/rows/dp2-z3.jsonl",  # 2026-11-29, another machine: 1,322 / 1,121 ms
+     "8db2f95e3c9d430292582775c7d21aa5", "fbb9379176a348b3a1c5fc5144678d44"),
+    ("bench/multigpu/rows/dp2-llama.jsonl",  # llama-3b (below), 2026-11-29: 3,244 / 3,039 ms
+     "ab547ba4985e4a599ecfeed6ce01af52", "8f98c4ca038f41789e677c2e6841bec6"),
 )
-"""The pairs ZERO3_FETCH_S comes from. The 2-rank steps agree within 12%; the 1-rank steps differ by a third between
-commands (a single ZeRO-3 GPU's step was 0.99-1.49 s within one run), so one pair set the constant 2.4x the median
-pair's. Every other multi-GPU ZeRO-3 row is judged (bench/multigpu/README.md)."""
+"""The pairs ZERO3_FETCH_S comes from (2 x H200 over NVLink: the H100 SXM's chip and link, dsx.calibration.H200), no
+comms logger. gpt2-xl: eager, micro-batch 8 x grad-accum 2, the lean settings (bench/multigpu/run.sh's tuned_z3);
+llama-3b: checkpointing, micro-batch 4 x grad-accum 4 (run.sh's dp2-llama). Per fetch they give 0.78, 0.22, 0.36 and
+0.18 ms: gpt2-xl's 2-rank steps agree within 12%, its 1-rank steps differ by a third between commands (one ZeRO-3
+GPU's step ran 0.99-1.49 s within one run), so the first pair alone set the constant 2.1x the median. Every other
+multi-GPU ZeRO-3 row is judged (bench/multigpu/README.md)."""
 
-ZERO3_FETCH_RUN_IDS = frozenset(run_id for pair in ZERO3_FETCH_PAIRS for run_id in pair.values())
+ZERO3_FETCH_RUN_IDS = frozenset(run_id for _, *ids in ZERO3_FETCH_PAIRS for run_id in ids)
 """Every row of ZERO3_FETCH_PAIRS (calibration_role: 'zero3 fetch calibration')."""
 
-ZERO3_FETCH_S = 3.63e-04
+ZERO3_FETCH_S = 2.89e-04
 """Seconds a ZeRO-3 rank loses per parameter fetch on several ranks, the median over ZERO3_FETCH_PAIRS of: the
 2-rank step less the 1-rank step, less what the estimate's other terms change between them, over the 2-rank step's
 fetches (bench/estimator/calibrate.py: calibrate_zero3_fetch)."""

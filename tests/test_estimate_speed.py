@@ -152,10 +152,11 @@ def test_vs_estimate_counts_the_judged_rows_whose_speed_is_off_by_more_than_fift
 
 
 def test_vs_estimate_leaves_a_calibration_row_out_of_the_speed_count():
-    from dsx.calibration import ZERO3_FETCH_FILE, ZERO3_FETCH_RUN_IDS
+    from dsx.calibration import ZERO3_FETCH_PAIRS, ZERO3_FETCH_RUN_IDS
 
-    rows = [r for r in read_rows(ROOT / ZERO3_FETCH_FILE) if r["run_id"] in ZERO3_FETCH_RUN_IDS]
-    assert len(rows) == 6
+    rows = [r for path in {path for path, _, _ in ZERO3_FETCH_PAIRS} for r in read_rows(ROOT / path)
+            if r["run_id"] in ZERO3_FETCH_RUN_IDS]
+    assert len(rows) == 8
     assert not any(line.startswith("speed:") for line in vs_estimate_table(rows).legend)
 
 
@@ -171,4 +172,4 @@ def test_the_speed_judge_of_the_bench_rows_leaves_out_calibration_rows_and_unste
     assert rows and all(row["world_size"] >= 2 for _, row, _ in rows)
     assert all(calibration_role(row) in ("judged", "fit calibration") and row["warmup"] > 0 for _, row, _ in rows)
     assert not {row["run_id"] for _, row, _ in rows} & ZERO3_FETCH_RUN_IDS
-    assert left_out["calibration (zero3 fetch calibration)"] == 3  # the pairs' 2-GPU rows; their 1-GPU rows are not multi
+    assert left_out["calibration (zero3 fetch calibration)"] == 4  # the pairs' 2-GPU rows; their 1-GPU rows are not multi

@@ -22,7 +22,7 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
-                             ZERO3_FETCH_FILE, ZERO3_FETCH_PAIRS, ZERO3_FETCH_RUN_IDS, ZERO3_FETCH_S,
+                             ZERO3_FETCH_PAIRS, ZERO3_FETCH_S,
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, GpuKind)
@@ -229,22 +229,19 @@ def calibrate_kernels(rows: list[dict]) -> tuple[float, dict[str, float]]:
     return factors["liger"], {"eager": factors["fp8 eager"], "compiled": factors["fp8 compiled"]}
 
 
-def calibrate_zero3_fetch(rows: list[dict]) -> float:
-    """ZERO3_FETCH_S from the ZERO3_FETCH_PAIRS of `rows` (one configuration on 2 ranks and on 1, each pair in one
-    command): per pair, the 2-rank step less the 1-rank step, less the change the estimate's other terms predict
-    between them (the per-parameter work halves on 2 ranks), over the 2-rank step's fetches; the median of those."""
-    by_id = {row["run_id"]: row for row in rows}
-    missing = sorted(ZERO3_FETCH_RUN_IDS - by_id.keys())
-    if missing:
-        raise EstimateError(f"ZeRO-3 fetch calibration rows missing: {', '.join(missing)}")
+def calibrate_zero3_fetch(root: Path = ROOT) -> float:
+    """ZERO3_FETCH_S from ZERO3_FETCH_PAIRS (one configuration on 2 ranks and on 1, each pair in one command): per
+    pair, the 2-rank step less the 1-rank step, less the change the estimate's other terms predict between them (the
+    per-parameter work halves on 2 ranks), over the 2-rank step's fetches; the median of those."""
     per_fetch = []
-    for pair in ZERO3_FETCH_PAIRS:
-        setups = {role: setup_of_row(by_id[run_id]) for role, run_id in pair.items()}
-        others = {role: step_time(setup, setup.micro_batch) - zero3_fetch_seconds(setup)
-                  for role, setup in setups.items()}
-        steps = {role: by_id[run_id]["figures"]["step_time_s"]["median"] for role, run_id in pair.items()}
-        extra = steps["two ranks"] - steps["one rank"] - (others["two ranks"] - others["one rank"])
-        per_fetch.append(extra / zero3_fetches_per_step(setups["two ranks"]))
+    for path, two_id, one_id in ZERO3_FETCH_PAIRS:
+        by_id = {row["run_id"]: row for row in read_rows(root / path)}
+        if two_id not in by_id or one_id not in by_id:
+            raise EstimateError(f"ZeRO-3 fetch calibration rows missing in {path}: {two_id}, {one_id}")
+        two, one = setup_of_row(by_id[two_id]), setup_of_row(by_id[one_id])
+        others = [step_time(setup, setup.micro_batch) - zero3_fetch_seconds(setup) for setup in (two, one)]
+        measured = by_id[two_id]["figures"]["step_time_s"]["median"] - by_id[one_id]["figures"]["step_time_s"]["median"]
+        per_fetch.append((measured - (others[0] - others[1])) / zero3_fetches_per_step(two))
     return float(f"{statistics.median(per_fetch):.3g}")
 
 
@@ -339,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     kernels = calibrate_kernels([row for path in KERNEL_FILES for row in read_rows(ROOT / path)])
     print(f"# kernels, from {', '.join(KERNEL_FILES)}: LIGER_SPEEDUP, FP8_SPEEDUP = {kernels!r}"
           + ("" if kernels == (LIGER_SPEEDUP, FP8_SPEEDUP) else f"  # dsx ships {(LIGER_SPEEDUP, FP8_SPEEDUP)!r}"))
-    fetch = calibrate_zero3_fetch(list(read_rows(ROOT / ZERO3_FETCH_FILE)))
-    print(f"# ZeRO-3 across GPUs, from {ZERO3_FETCH_FILE}: ZERO3_FETCH_S = {fetch!r}"
+    fetch = calibrate_zero3_fetch()
+    print(f"# ZeRO-3 across GPUs, from {', '.join(sorted({path for path, _, _ in ZERO3_FETCH_PAIRS}))}: "
+          f"ZERO3_FETCH_S = {fetch!r}"
           + ("" if fetch == ZERO3_FETCH_S else f"  # dsx ships {ZERO3_FETCH_S!r}"))
     ulysses = calibrate_ulysses(list(read_rows(ROOT / ULYSSES_FILE)))
     print(f"# Ulysses' all-to-alls, from {ULYSSES_FILE}: ULYSSES_BYTES_PER_S = {ulysses!r}"
