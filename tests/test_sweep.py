@@ -335,6 +335,16 @@ def test_dry_run_lists_the_configurations_and_the_impossible_ones(tmp_path):
     assert not (tmp_path / "r.jsonl").exists()
 
 
+@pytest.mark.parametrize("gpus, flags, noted", [("2", [], True), ("2", ["--no-comm-log"], False), ("1", [], False)])
+def test_a_sweep_over_several_gpus_says_the_comms_logger_slows_its_trials(tmp_path, gpus, flags, noted):
+    from dsx.cli.sweep import LOGGER_NOTE
+
+    out = CliRunner().invoke(sweep_command, ["--zero", "1,3", "--gpus", gpus, *flags, "--dry-run",
+                                             "--results", str(tmp_path / "r.jsonl")])
+    assert out.exit_code == 0, out.output
+    assert (LOGGER_NOTE in out.output.splitlines()) is noted
+
+
 def test_dry_run_with_a_calibrated_gpu_shows_the_estimated_plan(tmp_path):
     out = CliRunner().invoke(sweep_command, [
         "--model", "gpt2-xl", "--zero", "1,3", "--act-ckpt", "on", "--mb-max", "128", "--estimate-gpu", "h100-80gb",

@@ -19,6 +19,13 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 """The options whose absence makes `dsx sweep` run the default search (dsx.sweep.space) instead of their grid."""
 
 
+LOGGER_NOTE = ("note: every trial runs with DeepSpeed's comms logger (--comm-log), which synchronises the device "
+               "after each collective: on several GPUs it slows ZeRO-3 trials most (GPT-2 124M's step 2.1x on 2 "
+               "H200s, ZeRO-1's 1.05x); --no-comm-log ranks the trials by the speed a run without it gets")
+"""Why a multi-GPU sweep's ranking depends on --comm-log (bench/multigpu/README.md, comm2; dsx.calibration's
+COMM_LOGGER_*)."""
+
+
 @click.command("sweep")
 @click.option("--model", metavar="PRESET", help="Model preset (dsx models); default gpt2-tiny on CPU, gpt2 on GPUs.")
 @click.option("--zero", "zero_", default="1,2,3", show_default=True, metavar="LIST", help="ZeRO stages, e.g. 1,2,3.")
@@ -243,6 +250,8 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
                f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
     if search_note:
         click.echo(search_note, err=True)
+    if comm_log and (any((g or 1) > 1 for g in spec.gpus) or spec.nodes):
+        click.echo(LOGGER_NOTE, err=True)
     if dry_run:
         from dsx.sweep import preflight
 
