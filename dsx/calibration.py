@@ -250,9 +250,12 @@ COMM_LOGGER_PAIRS = (  # (file, logger on, logger off)
      "ead0c7958a2e4e6e957ddad3d3e2d179", "1cb110f37e0d4853a45ca879525b338b"),
     ("bench/multigpu/rows/dp2-z2.jsonl",  # gpt2-xl tuned ZeRO-2: 2,868 / 2,686 ms
      "48bd35be3709464c8140c6cbfec25deb", "84b99fc088934a3496fbacc46ba4d1bc"),
+    ("bench/multigpu/rows/logger-z3.jsonl",  # gpt2-xl ZeRO-3 (dp2-z3's): 4,750 / 1,165 ms
+     "52f2822bccb64d83bd4665b24a284635", "a2b2e1ce3ddc4f3689fc35a14f37138b"),
 )
-"""The pairs the logger's constants come from, all on 2 x H200 (issue 30's comm2, logger2 and dp2-z2 parts). Every
-other row with the logger on is judged."""
+"""The pairs the logger's constants come from, all on 2 x H200 (issue 30's comm2, logger2, dp2-z2 and logger-z3
+parts). gpt2-xl's ZeRO-3 pair was first a judgement: from the other five the logger was priced at 2.96 ms a fetch,
+2.03 s of that step; it measured 3.59 s (5.3 ms a fetch). Every other row with the logger on is judged."""
 
 COMM_LOGGER_RUN_IDS = frozenset(run_id for _, *ids in COMM_LOGGER_PAIRS for run_id in ids)
 """Every row of COMM_LOGGER_PAIRS (calibration_role: 'comm logger calibration')."""
@@ -261,9 +264,11 @@ COMM_LOGGER_S_PER_BYTE = 4.13e-12
 """Seconds the logger adds per byte a rank sends (dsx.comm.predict's volume): the median over the pairs without
 ZeRO-3 of the step difference over the bytes (bench/estimator/calibrate.py: calibrate_comm_logger)."""
 
-COMM_LOGGER_S_PER_FETCH = 2.96e-03
-"""Seconds the logger adds per ZeRO-3 parameter fetch besides its bytes: the ZeRO-3 pair's step difference less its
-bytes' share, over its fetches (bench/estimator/calibrate.py: calibrate_comm_logger)."""
+COMM_LOGGER_S_PER_FETCH = 4.14e-03
+"""Seconds the logger adds per ZeRO-3 parameter fetch besides its bytes: the median over the ZeRO-3 pairs (GPT-2
+124M's 3.0 ms, gpt2-xl's 5.3) of the step difference less its bytes' share, over the fetches (bench/estimator/
+calibrate.py: calibrate_comm_logger). Per fetch, not per byte: a gpt2-xl fetch gathers 3.4x a GPT-2 one's bytes
+and cost the logger 1.8x as much."""
 
 
 # --- Ulysses' all-to-alls (--sequence-parallel N) ------------------------------------------------------------------

@@ -284,8 +284,8 @@ def test_the_fetch_term_brings_every_judged_multi_gpu_zero3_row_of_two_other_mod
 
     import dsx.estimate.predict as predict
 
-    rows = [r for name in ("z3-1b", "z3-1b-ckpt", "dp4-llama")
-            for r in read_rows(ROOT / f"bench/multigpu/rows/{name}.jsonl") if r["status"] == "ok" and r["world_size"] > 1]
+    files = [ROOT / f"bench/multigpu/rows/{name}.jsonl" for name in ("z3-1b", "z3-1b-ckpt", "dp4-llama")]
+    rows = [r for path in files for r in read_rows(path) if r["status"] == "ok" and r["world_size"] > 1]
     assert len(rows) == 6 and {calibration_role(row) for row in rows} == {"judged"}
 
     def errors() -> list[float]:

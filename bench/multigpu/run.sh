@@ -60,6 +60,8 @@
 #   logger2     ~2 min        onebit2's last two runs alone (no 0.18.9 lane): ZeRO-2 with and without the comms logger
 #   comm2       ~5.5 min      GPT-2 124M (as logger2) at ZeRO-1, 2 and 3, each with and without the comms logger, then
 #                             ZeRO-3 without it on 1 GPU: the logger's cost per stage, ZeRO-3's across GPUs alone
+#   logger-z3   ~3.5 min      dp2-z3's gpt2-xl on 2 GPUs with the comms logger, then without: the logger's price per
+#                             ZeRO-3 fetch judged on a model it did not come from
 #   zeropp2     ~5.5-6.5 min  its second half: ZeRO-3, then DeepSpeed's quantizer op built on its own (within 240 s;
 #                             h200x2.sh had 12 runs of ~40 s and this build in one command, more than 10 minutes:
 #                             its ZeRO++ runs, last, did not finish), then qwZ (int8 weights), hpZ (a secondary
@@ -142,7 +144,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2 pipe2-dp
-  onebit2 logger2 comm2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b
+  onebit2 logger2 comm2 logger-z3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b
   sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -426,6 +428,14 @@ for p in "$@"; do
         dsx_run 120 "${gpt2[@]}" --zero "$z" "${adam[@]}" --no-comm-log
       done
       dsx_run 120 "${gpt2[@]}" --zero 3 "${adam[@]}" --no-comm-log --gpus 1  # the last --gpus wins
+      finish
+      ;;
+    logger-z3)
+      begin "$p"
+      # out of sample for the logger's per-fetch price (dsx.calibration.COMM_LOGGER_S_PER_FETCH, from GPT-2 124M):
+      # dp2-z3's gpt2-xl on 2 GPUs with the logger, then without it
+      dsx_run 180 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2
+      dsx_run 180 "${tuned_z3[@]}" --gpus 2
       finish
       ;;
     zeropp2)

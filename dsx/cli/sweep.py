@@ -20,8 +20,9 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 
 
 LOGGER_NOTE = ("note: every trial runs with DeepSpeed's comms logger (--comm-log), which synchronises the device "
-               "after each collective: on several GPUs it slows ZeRO-3 trials most (GPT-2 124M's step 2.1x on 2 "
-               "H200s, ZeRO-1's 1.05x); --no-comm-log ranks the trials by the speed a run without it gets")
+               "after each collective: on several GPUs it slows ZeRO-3 trials most (on 2 H200s gpt2-xl's ZeRO-3 step "
+               "4.1x, GPT-2 124M's 2.1x, its ZeRO-1 step 1.05x); --no-comm-log ranks the trials by the speed a run "
+               "without it gets")
 """Why a multi-GPU sweep's ranking depends on --comm-log (bench/multigpu/README.md, comm2; dsx.calibration's
 COMM_LOGGER_*)."""
 

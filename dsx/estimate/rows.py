@@ -77,4 +77,5 @@ def setup_of_trial(trial, kind: GpuKind, micro_batch: int | None = None, grad_ac
                  tiled_mlp=request.tiled_mlp, liger=bool(kernels and kernels.liger),
                  fp8=kernels.fp8 if kernels else None,
                  sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info, trial.resolved.seq_len),
-                 comm_log=request.comm_log, ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None, **chosen)
+                 comm_log=request.comm_log,
+                 ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None, **chosen)
