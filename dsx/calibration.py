@@ -218,15 +218,15 @@ ZERO3_FETCH_PAIRS = (  # (file, two ranks, one rank): issue 30's pairs, each in 
 )
 """The pairs ZERO3_FETCH_S comes from (2 x H200 over NVLink: the H100 SXM's chip and link, dsx.calibration.H200), no
 comms logger. gpt2-xl: eager, micro-batch 8 x grad-accum 2, the lean settings (bench/multigpu/run.sh's tuned_z3);
-llama-3b: checkpointing, micro-batch 4 x grad-accum 4 (run.sh's dp2-llama). Per fetch they give 0.78, 0.22, 0.36 and
-0.18 ms: gpt2-xl's 2-rank steps agree within 12%, its 1-rank steps differ by a third between commands (one ZeRO-3
-GPU's step ran 0.99-1.49 s within one run), so the first pair alone set the constant 2.1x the median. Every other
+llama-3b: checkpointing, micro-batch 4 x grad-accum 4 (run.sh's dp2-llama). Per fetch they give 0.95, 0.26, 0.44 and
+0.21 ms: gpt2-xl's 2-rank steps agree within 12%, its 1-rank steps differ by a third between commands (one ZeRO-3
+GPU's step ran 0.99-1.49 s within one run), so the first pair alone set the constant 2.7x the median. Every other
 multi-GPU ZeRO-3 row is judged (bench/multigpu/README.md)."""
 
 ZERO3_FETCH_RUN_IDS = frozenset(run_id for _, *ids in ZERO3_FETCH_PAIRS for run_id in ids)
 """Every row of ZERO3_FETCH_PAIRS (calibration_role: 'zero3 fetch calibration')."""
 
-ZERO3_FETCH_S = 2.89e-04
+ZERO3_FETCH_S = 3.53e-04
 """Seconds a ZeRO-3 rank loses per parameter fetch on several ranks, the median over ZERO3_FETCH_PAIRS of: the
 2-rank step less the 1-rank step, less what the estimate's other terms change between them, over the 2-rank step's
 fetches (bench/estimator/calibrate.py: calibrate_zero3_fetch)."""
@@ -264,7 +264,7 @@ COMM_LOGGER_S_PER_BYTE = 4.13e-12
 """Seconds the logger adds per byte a rank sends (dsx.comm.predict's volume): the median over the pairs without
 ZeRO-3 of the step difference over the bytes (bench/estimator/calibrate.py: calibrate_comm_logger)."""
 
-COMM_LOGGER_S_PER_FETCH = 4.14e-03
+COMM_LOGGER_S_PER_FETCH = 4.73e-03
 """Seconds the logger adds per ZeRO-3 parameter fetch besides its bytes: the median over the ZeRO-3 pairs (GPT-2
 124M's 3.0 ms, gpt2-xl's 5.3) of the step difference less its bytes' share, over the fetches (bench/estimator/
 calibrate.py: calibrate_comm_logger). Per fetch, not per byte: a gpt2-xl fetch gathers 3.4x a GPT-2 one's bytes

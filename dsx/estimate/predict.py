@@ -230,8 +230,7 @@ def zero3_fetches_per_step(setup: Setup) -> float:
         return 0.0
     from dsx.comm.predict import param_facts, zero3_fetches_per_micro_batch
 
-    return zero3_fetches_per_micro_batch(setup.ds_config, param_facts(setup.resolved),
-                                         setup.act_ckpt) * setup.grad_accum
+    return zero3_fetches_per_micro_batch(setup.ds_config, param_facts(setup.resolved)) * setup.grad_accum
 
 
 def zero3_fetch_seconds(setup: Setup) -> float:
