@@ -201,10 +201,10 @@ calibrate_overflow_check). The H100 and H200 hosts ran the same lean step alike 
 
 # --- ZeRO-3 across GPUs -------------------------------------------------------------------------------------------
 # On one rank DeepSpeed skips ZeRO-3's parameter all-gathers; on several, each partitioned parameter is fetched (an
-# all-gather launched and waited for by the module hooks) at each use in the forward pass, again in the backward for
-# what the reuse distance released, and in the recomputed forward under checkpointing
+# all-gather launched and waited for by the module hooks) at each use in the forward pass, and again in the backward
+# (or the recomputed forward before it) for what neither the reuse distance nor the prefetcher kept
 # (dsx.comm.predict.zero3_fetches_per_micro_batch). The time is priced per fetch, not per byte: over NVLink the
-# bytes move in a fraction of what the pair below measured (16 GiB a step at hundreds of GB/s), the waits do not.
+# bytes move in a fraction of what the pairs below measured (14 GiB a step at hundreds of GB/s), the waits do not.
 
 ZERO3_FETCH_PAIRS = (  # (file, two ranks, one rank): issue 30's pairs, each in one command on 2 x H200
     ("bench/multigpu/rows/dp2-z3.jsonl",  # gpt2-xl (below), 2026-11-28: 1,494 / 1,020 ms
