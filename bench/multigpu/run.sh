@@ -45,7 +45,7 @@
 #                             as the same as eager), micro-batch 8 x 2, --no-comm-log; 5 timed steps after 2: 2 GPUs,
 #                             1 GPU (first try, 2026-11-27, 2 x H200: micro-batch 8 x 8 with the comms logger took
 #                             ~54 s a step at ZeRO-3 and was cut at 180 s after its warm-up: rows/dp2-z3.jsonl)
-#   dp2-llama   ~6 min        dp4-llama's llama-3b on 2 GPUs, then 1 (a ZeRO-3 pair of a second model on one 2-GPU host,
+#   dp2-llama   ~3 min        dp4-llama's llama-3b on 2 GPUs, then 1 (a ZeRO-3 pair of a second model on one 2-GPU host,
 #                             as dp2-z3's gpt2-xl pairs: dsx.calibration.ZERO3_FETCH_PAIRS)
 #   dp2-default ~6 min        dsx's defaults at ZeRO-$BEST_ZERO, micro-batch 8 (DeepSpeed's FusedAdam, built first,
 #                             ~50 s; GPT-2's dropout, clipping 1.0, the overflow check; no compile, no vocabulary
@@ -143,9 +143,9 @@
 #   bubble is (p-1)/(m+p-1), and summary.py measures it.
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
-usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2 pipe2-dp
-  onebit2 logger2 comm2 logger-z3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4 largest4-omp long4 sp4-1b
-  sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
+usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
+  pipe2-dp onebit2 logger2 comm2 logger-z3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
