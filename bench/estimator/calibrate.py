@@ -27,10 +27,8 @@ from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, C
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
-from dsx.estimate.predict import (act_offload_bytes, overflow_check_seconds, ulysses_bytes, ulysses_seconds,
-                                  zero3_fetch_seconds, zero3_fetches_per_step)
-from dsx.comm.predict import param_facts
-from dsx.comm.predict import predict as predict_comm
+from dsx.estimate.predict import (act_offload_bytes, overflow_check_seconds, sent_bytes, ulysses_bytes,
+                                  ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step)
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_modules, count_params, count_tensors, resolve_model
@@ -229,18 +227,28 @@ def calibrate_kernels(rows: list[dict]) -> tuple[float, dict[str, float]]:
     return factors["liger"], {"eager": factors["fp8 eager"], "compiled": factors["fp8 compiled"]}
 
 
+def pair_rows(root: Path, path: str, first: str, second: str, what: str) -> tuple[dict, dict]:
+    """The two rows of a calibration pair (file, run ids), EstimateError naming `what` when one is missing."""
+    by_id = {row["run_id"]: row for row in read_rows(root / path)}
+    if first not in by_id or second not in by_id:
+        raise EstimateError(f"{what} calibration rows missing in {path}: {first}, {second}")
+    return by_id[first], by_id[second]
+
+
+def _step(row: dict) -> float:
+    return row["figures"]["step_time_s"]["median"]
+
+
 def calibrate_zero3_fetch(root: Path = ROOT) -> float:
     """ZERO3_FETCH_S from ZERO3_FETCH_PAIRS (one configuration on 2 ranks and on 1, each pair in one command): per
     pair, the 2-rank step less the 1-rank step, less the change the estimate's other terms predict between them (the
     per-parameter work halves on 2 ranks), over the 2-rank step's fetches; the median of those."""
     per_fetch = []
     for path, two_id, one_id in ZERO3_FETCH_PAIRS:
-        by_id = {row["run_id"]: row for row in read_rows(root / path)}
-        if two_id not in by_id or one_id not in by_id:
-            raise EstimateError(f"ZeRO-3 fetch calibration rows missing in {path}: {two_id}, {one_id}")
-        two, one = setup_of_row(by_id[two_id]), setup_of_row(by_id[one_id])
+        rows = pair_rows(root, path, two_id, one_id, "ZeRO-3 fetch")
+        two, one = (setup_of_row(row) for row in rows)
         others = [step_time(setup, setup.micro_batch) - zero3_fetch_seconds(setup) for setup in (two, one)]
-        measured = by_id[two_id]["figures"]["step_time_s"]["median"] - by_id[one_id]["figures"]["step_time_s"]["median"]
+        measured = _step(rows[0]) - _step(rows[1])
         per_fetch.append((measured - (others[0] - others[1])) / zero3_fetches_per_step(two))
     return float(f"{statistics.median(per_fetch):.3g}")
 
@@ -252,13 +260,9 @@ def calibrate_comm_logger(root: Path = ROOT) -> tuple[float, float]:
     bytes are priced, over their fetches (the median)."""
     per_byte, fetching = [], []
     for path, on_id, off_id in COMM_LOGGER_PAIRS:
-        by_id = {row["run_id"]: row for row in read_rows(root / path)}
-        if on_id not in by_id or off_id not in by_id:
-            raise EstimateError(f"comms logger calibration rows missing in {path}: {on_id}, {off_id}")
-        on = setup_of_row(by_id[on_id])
-        extra = by_id[on_id]["figures"]["step_time_s"]["median"] - by_id[off_id]["figures"]["step_time_s"]["median"]
-        sent = predict_comm(on.ds_config, param_facts(on.resolved), on.world_size, on.grad_accum).bytes_per_step
-        fetches = zero3_fetches_per_step(on)
+        on_row, off_row = pair_rows(root, path, on_id, off_id, "comms logger")
+        on = setup_of_row(on_row)
+        extra, sent, fetches = _step(on_row) - _step(off_row), sent_bytes(on), zero3_fetches_per_step(on)
         if fetches:
             fetching.append((extra, sent, fetches))
         else:

@@ -238,17 +238,20 @@ def zero3_fetch_seconds(setup: Setup) -> float:
     return ZERO3_FETCH_S * zero3_fetches_per_step(setup)
 
 
-def comm_logger_seconds(setup: Setup) -> float:
-    """What DeepSpeed's comms logger adds to a step on several ranks: COMM_LOGGER_S_PER_BYTE per byte a rank sends
-    (dsx.comm.predict's volume, Ulysses' all-to-alls included) and COMM_LOGGER_S_PER_FETCH per ZeRO-3 fetch
-    (dsx.calibration); 0 with it off."""
-    if not setup.comm_log or setup.world_size < 2:
-        return 0.0
+def sent_bytes(setup: Setup) -> float:
+    """Bytes a rank sends per optimizer step (dsx.comm.predict's volume, Ulysses' all-to-alls included)."""
     from dsx.comm.predict import param_facts, predict
 
-    sent = predict(setup.ds_config, param_facts(setup.resolved), setup.world_size, setup.grad_accum,
+    return predict(setup.ds_config, param_facts(setup.resolved), setup.world_size, setup.grad_accum,
                    all_to_all_bytes=ulysses_bytes(setup)).bytes_per_step
-    return COMM_LOGGER_S_PER_BYTE * sent + COMM_LOGGER_S_PER_FETCH * zero3_fetches_per_step(setup)
+
+
+def comm_logger_seconds(setup: Setup) -> float:
+    """What DeepSpeed's comms logger adds to a step on several ranks: COMM_LOGGER_S_PER_BYTE per byte a rank sends
+    (sent_bytes) and COMM_LOGGER_S_PER_FETCH per ZeRO-3 fetch (dsx.calibration); 0 with it off."""
+    if not setup.comm_log or setup.world_size < 2:
+        return 0.0
+    return COMM_LOGGER_S_PER_BYTE * sent_bytes(setup) + COMM_LOGGER_S_PER_FETCH * zero3_fetches_per_step(setup)
 
 
 def ulysses_bytes(setup: Setup) -> float:
