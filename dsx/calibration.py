@@ -125,22 +125,45 @@ H100 = GpuKind(
 """The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
 headroom from the out-of-memory trials of HEADROOM_FILE, the width curve from WIDTH_RUN_IDS."""
 
+H200_CALIBRATION_FILES = ("bench/estimator/h200_calibration/run1.jsonl", "bench/estimator/h200_calibration/run2.jsonl")
+"""The H200's CALIBRATION_ROWS, run twice (bench/estimator/calibration_sweep.sh, two device commands on one H200,
+2026-11-29 15:59-16:15 UTC, torch 2.11.0+cu130, DeepSpeed 0.19.8): each role's step time is the median of the two
+(the slope reproduced within 3%, the intercept terms moved by up to 40% between the commands)."""
+
+H200_CALIBRATION_RUN_IDS = frozenset({
+    "2f56b2f362bc4095969794180ade978d", "47cafb0a7dee4745b6415094aaa297ca", "48c18c6587a743eea69ed223c1b268ab",
+    "3063e6f7143d4d7486da4200f5c468c8", "54dc733cd8f04881b631187c754d0d73", "d36c5cfab9ea4b98aac8dc3604b18427",
+    "d483aeb484d149f0a9292ee3ee97476d", "9706958939f34855b27be32265eef3e7", "f0a941aa6705469a9bf82ab5d4aebef1",
+    "d2b0dba74c4a4984a4e9ceeb5d8e7be5", "fc79b1b6f5b44e92b99103b450a576bc", "15e699e8b2ca4a68b7a8565eb369ec61",
+})
+"""The run_id of every row of H200_CALIBRATION_FILES (the six roles, twice)."""
+
 H200 = replace(
     H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
-    source="the H100's constants (the H200 SXM is the H100 SXM's GH100 compute with 141 GB of HBM3e: dsx.gpus) with "
-           "the memory torch saw on the H200s of bench/multigpu/rows/largest4-omp.jsonl (2026-11-27)",
+    context_bytes=2_036_203_520, fragmentation=1.139, achieved_fraction=0.3441, fixed_s_per_param=7.20e-11,
+    cpu_step_s_per_param={1: 5.181e-10, 2: 5.181e-10, 3: 9.449e-10}, zero3_s_per_module_pass=1.91e-04,
+    host_process_bytes={0: 2_196_684_800, 1: 2_196_684_800, 2: 2_196_684_800, 3: 4_572_559_360},
+    host_bytes_per_param={1: 21.85, 2: 21.85, 3: 19.97},
+    source="H200 SXM host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-29: the CALIBRATION_ROWS of "
+           + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb); the allocator "
+           "headroom and the width curve are the H100's",
 )
-"""The H200 SXM: not calibrated on its own. Its speed, context, fragmentation and host constants are the H100's
-(the same chip; bench/multigpu's H200 rows are judged with them), its memory its own: a 30B model that needs ZeRO-3
-offload on four H100s fits four H200s without it, and an estimate for 'h100-80gb' cannot say so."""
+"""The H200 SXM: the H100 SXM's GH100 compute with 141 GB of HBM3e (dsx.gpus), calibrated on its own rows as the H100
+was: its achieved rate is 10% above the H100's (the bandwidth of HBM3e: the per-sample slope of the checkpointed pair
+is 38 against 43 ms), and a 30B model that needs ZeRO-3 offload on four H100s fits four H200s without it. The
+allocator headroom (out-of-memory trials on the fit boundary) and the width curve (a llama shape against gpt2-xl's)
+were measured on the H100 only and are taken as they are (the same allocator, the same chip)."""
 
 GPUS: dict[str, GpuKind] = {H100.key: H100, H200.key: H200}
 """The GPU kinds, by the key `dsx estimate --gpu-kind` and `dsx sweep --gpu-kind` take."""
 
+CALIBRATION_FILES: dict[str, tuple[str, ...]] = {H100.key: (CALIBRATION_FILE,), H200.key: H200_CALIBRATION_FILES}
+"""The results files each kind's CALIBRATION_ROWS come from (one per command that ran them)."""
+
 
 def calibration_role(row: dict) -> str:
-    """What a result row is to the H100 calibration: 'calibration' (a CALIBRATION_ROWS configuration: it set the
-    constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
+    """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row
+    of H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
     judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors), 'width
     calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row:
     it set ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the logger's constants),
@@ -160,6 +183,8 @@ def calibration_role(row: dict) -> str:
         return "act offload calibration"
     if (row.get("toggles") or {}).get("act_ckpt_offload") and row.get("time", "") < FIRST_OFFLOAD_BEFORE:
         return "first offload"
+    if row.get("run_id") in H200_CALIBRATION_RUN_IDS:
+        return "calibration"
     if row.get("gpu_name") == H100.name:
         if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
                 ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
@@ -226,7 +251,7 @@ multi-GPU ZeRO-3 row is judged (bench/multigpu/README.md)."""
 ZERO3_FETCH_RUN_IDS = frozenset(run_id for _, *ids in ZERO3_FETCH_PAIRS for run_id in ids)
 """Every row of ZERO3_FETCH_PAIRS (calibration_role: 'zero3 fetch calibration')."""
 
-ZERO3_FETCH_S = 3.53e-04
+ZERO3_FETCH_S = 3.84e-04
 """Seconds a ZeRO-3 rank loses per parameter fetch on several ranks, the median over ZERO3_FETCH_PAIRS of: the
 2-rank step less the 1-rank step, less what the estimate's other terms change between them, over the 2-rank step's
 fetches (bench/estimator/calibrate.py: calibrate_zero3_fetch)."""
@@ -285,7 +310,7 @@ ULYSSES_RUN_IDS = {"group of 4": "f4c52666bc044e4db0d440f7d3b5ae08", "one rank":
 """The pair ULYSSES_BYTES_PER_S comes from (1,119 and 3,397 ms a step). The dense row of the same file, the long4
 rows and every other Ulysses row are judged."""
 
-ULYSSES_BYTES_PER_S = 6.11e10
+ULYSSES_BYTES_PER_S = 6.12e10
 """Bytes a Ulysses rank hands its all-to-alls per second of step time: the group's step less its other terms (x the
 one-rank row's measured / predicted), over the bytes (bench/estimator/calibrate.py: calibrate_ulysses). What ZeRO-2's
 reduction over the group adds at the step's end (12.4 GB a step there against the all-to-alls' 16.1 GB) is folded in:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from dsx.calibration import (ACT_OFFLOAD_FILE, CALIBRATION_FILE, CALIBRATION_RUN_IDS, HEADROOM_FILE,
+from dsx.calibration import (ACT_OFFLOAD_FILE, CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_RUN_IDS, HEADROOM_FILE,
                              HEADROOM_RUN_IDS, ULYSSES_FILE, calibration_role)
 from dsx.results import read_rows
 
@@ -42,10 +42,19 @@ def test_the_calibration_script_recomputes_exactly_what_dsx_ships(capsys):
     assert "# equal to dsx.calibration.GPUS['h100-80gb']" in capsys.readouterr().out
 
 
+def test_the_calibration_script_recomputes_the_h200s_constants_from_its_own_rows(capsys):
+    assert bench_calibrate().main(["--kind", "h200-141gb"]) == 0
+    out = capsys.readouterr().out
+    assert "the allocator headroom and the width curve are the H100's" in out
+    assert "# equal to dsx.calibration.GPUS['h200-141gb']" in out
+
+
 def test_calibration_roles_come_from_the_shipped_literals():
     assert Counter(map(calibration_role, read_rows(ROOT / HEADROOM_FILE))) == {"fit calibration": 9,
                                                                                 "calibration": 1}
     assert Counter(map(calibration_role, read_rows(ROOT / CALIBRATION_FILE)))["calibration"] == 6
+    h200 = [row for path in CALIBRATION_FILES["h200-141gb"] for row in read_rows(ROOT / path)]
+    assert Counter(map(calibration_role, h200)) == {"calibration": 12}
     assert Counter(map(calibration_role, read_rows(ROOT / ULYSSES_FILE))) == {"ulysses calibration": 2, "judged": 1}
     assert Counter(map(calibration_role, read_rows(ROOT / ACT_OFFLOAD_FILE))) == {"act offload calibration": 2,
                                                                                   "judged": 2}

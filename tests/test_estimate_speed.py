@@ -145,10 +145,10 @@ def test_vs_estimate_does_not_judge_the_speed_of_a_row_without_a_warm_up_step():
 
 
 def test_vs_estimate_counts_the_judged_rows_whose_speed_is_off_by_more_than_fifteen_percent():
-    rows = list(read_rows(ROOT / "bench/multigpu/rows/zeropp2.jsonl"))  # GPT-2 124M ZeRO-3: -43%, -41%, -17%, -14%
+    rows = list(read_rows(ROOT / "bench/multigpu/rows/zeropp2.jsonl"))  # GPT-2 124M ZeRO-3: -41%, -40%, -15%, -12%
     rows += [r for r in read_rows(ROOT / "bench/multigpu/rows/dp4.jsonl") if r["status"] == "ok"]  # within 15%
     assert vs_estimate_table(rows).legend[-1] == \
-        "speed: 7 judged row(s) (no constant came from them), 3 off by more than 15%"
+        "speed: 7 judged row(s) (no constant came from them), 2 off by more than 15%"
 
 
 def test_vs_estimate_leaves_a_calibration_row_out_of_the_speed_count():

@@ -4,7 +4,7 @@ dsx ships the constants as literal numbers (dsx.calibration.GPUS) and reads no r
 code that computed them. Run it from the repository root to print them, with the run_ids of the rows they came
 from, and whether they equal what dsx ships:
 
-    python bench/estimator/calibrate.py [--rows FILE] [--headroom-rows FILE]
+    python bench/estimator/calibrate.py [--kind h100-80gb|h200-141gb] [--rows FILE ...] [--headroom-rows FILE]
 
 tests/test_calibration.py imports it and checks the shipped literals against it.
 """
@@ -18,7 +18,7 @@ import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
-from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_ROWS, COMPILE_FILE, COMPILE_HEAD_FACTOR,
+from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE, COMPILE_HEAD_FACTOR,
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
@@ -43,29 +43,37 @@ CALIBRATED = ("total_bytes", "context_bytes", "fragmentation", "achieved_fractio
 from `calibrate_width`)."""
 
 
+def role_rows(rows: list[dict]) -> dict[str, list[dict]]:
+    """The CALIBRATION_ROWS of one or more commands' results, by role: every ok row of each (sweep label,
+    micro-batch), one per command that ran it."""
+    chosen = {role: [row for row in rows if (row.get("sweep") or {}).get("label") == label
+                     and row["micro_batch"] == micro_batch and row["status"] == "ok"]
+              for role, (label, micro_batch) in CALIBRATION_ROWS.items()}
+    for role, found in chosen.items():
+        if not found:
+            label, micro_batch = CALIBRATION_ROWS[role]
+            raise EstimateError(f"calibration row '{label}' at micro-batch {micro_batch} is missing")
+    return chosen
+
+
 def calibration_rows(rows: list[dict]) -> dict[str, dict]:
-    """The CALIBRATION_ROWS of one results file, by role: the first ok row of each (sweep label, micro-batch)."""
-
-    def pick(label: str, micro_batch: int) -> dict:
-        for row in rows:
-            if (row.get("sweep") or {}).get("label") == label and row["micro_batch"] == micro_batch \
-                    and row["status"] == "ok":
-                return row
-        raise EstimateError(f"calibration row '{label}' at micro-batch {micro_batch} is missing")
-
-    return {role: pick(*spec) for role, spec in CALIBRATION_ROWS.items()}
+    """The first ok row of each role (role_rows): the row of a kind calibrated from one command."""
+    return {role: found[0] for role, found in role_rows(rows).items()}
 
 
 def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
-    """The constants of a GpuKind from the CALIBRATION_ROWS of one results file (one model, one GPU)."""
-    chosen = calibration_rows(rows)
-    memory = [r["memory"]["max"] for r in chosen.values()]
+    """The constants of a GpuKind from the CALIBRATION_ROWS of one model on one GPU, run by one command or more: each
+    role's step time and host memory the median over its rows (a kind run once: that row's)."""
+    chosen = role_rows(rows)
+    first = {role: found[0] for role, found in chosen.items()}
+    memory = [r["memory"]["max"] for found in chosen.values() for r in found]
     context = int(statistics.median(m["nvml_used"] - m["peak_reserved"] for m in memory))
     fragmentation = statistics.median(m["peak_reserved"] / m["peak_allocated"] for m in memory)
-    t = {role: r["figures"]["step_time_s"]["median"] for role, r in chosen.items()}
-    setup = setup_of_row(chosen["ckpt_a"], GpuKind(key, name, 0, 0, 1.0, 1.0, 0.0, {}, 0.0, {}, {}, ""))
+    t = {role: statistics.median(r["figures"]["step_time_s"]["median"] for r in found)
+         for role, found in chosen.items()}
+    setup = setup_of_row(first["ckpt_a"], GpuKind(key, name, 0, 0, 1.0, 1.0, 0.0, {}, 0.0, {}, {}, ""))
     n, modules = count_params(setup.resolved), count_modules(setup.resolved)
-    a, b = chosen["ckpt_a"]["micro_batch"], chosen["ckpt_b"]["micro_batch"]
+    a, b = first["ckpt_a"]["micro_batch"], first["ckpt_b"]["micro_batch"]
     per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
     # the intercept less the ZeRO-1 overflow check (priced per tensor apart): what every stage pays per parameter
     fixed = t["ckpt_a"] - a * per_sample - overflow_check_seconds(setup)
@@ -78,10 +86,11 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     no_ckpt = replace(setup, act_ckpt=False)
     base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved) + attention_seconds(no_ckpt, 8, 1)
     zero3 = (t["zero3"] - base) / (2 * modules)  # per module per pass (forward, backward); ZeRO-3 checks no tensor
-    offload_check = overflow_check_seconds(setup_of_row(chosen["offload"], setup.gpu))  # ZeRO-2 offload checks each
-    rss = {role: r["memory"]["max"]["host_rss_peak"] for role, r in chosen.items()}
+    offload_check = overflow_check_seconds(setup_of_row(first["offload"], setup.gpu))  # ZeRO-2 offload checks each
+    rss = {role: int(statistics.median(r["memory"]["max"]["host_rss_peak"] for r in found))
+           for role, found in chosen.items()}
     return GpuKind(
-        key=key, name=name, total_bytes=chosen["base"]["memory"]["capacity"], context_bytes=context,
+        key=key, name=name, total_bytes=first["base"]["memory"]["capacity"], context_bytes=context,
         fragmentation=round(fragmentation, 3), achieved_fraction=round(achieved, 4),
         fixed_s_per_param=float(f"{fixed / n:.3g}"),
         cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
@@ -302,24 +311,36 @@ def calibrate_act_offload(rows: list[dict]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="h100-80gb", choices=sorted(GPUS), help="the GPU kind to recompute")
-    parser.add_argument("--rows", type=Path, default=ROOT / CALIBRATION_FILE,
-                        help=f"results file holding the calibration rows (default {CALIBRATION_FILE})")
+    parser.add_argument("--rows", type=Path, action="append",
+                        help="results file holding the calibration rows, once per command that ran them (default: "
+                             "the kind's dsx.calibration.CALIBRATION_FILES)")
     parser.add_argument("--headroom-rows", type=Path, default=ROOT / HEADROOM_FILE,
                         help=f"results file of boundary trials for the allocator headroom (default {HEADROOM_FILE})")
     args = parser.parse_args(argv)
     shipped = GPUS[args.kind]
-    rows = list(read_rows(args.rows))
+    paths = args.rows or [ROOT / path for path in CALIBRATION_FILES[shipped.key]]
+    rows = [row for path in paths for row in read_rows(path)]
     computed = calibrate(rows, shipped.key, shipped.name)
-    computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(list(read_rows(args.headroom_rows)),
-                                                                             computed))
-    half, widest = calibrate_width([row for path in WIDTH_FILES for row in read_rows(ROOT / path)], computed)
-    computed = replace(computed, width_half_hidden=half, widest_hidden=widest)
-    print(f"# {shipped.key}: from {args.rows} and {args.headroom_rows}")
+    h100 = GPUS["h100-80gb"]
+    if shipped.key == h100.key:  # the headroom's trials and the width curve's rows ran on the H100 only
+        computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(
+            list(read_rows(args.headroom_rows)), computed))
+        half, widest = calibrate_width([row for path in WIDTH_FILES for row in read_rows(ROOT / path)], computed)
+        computed = replace(computed, width_half_hidden=half, widest_hidden=widest)
+        print(f"# {shipped.key}: from {', '.join(map(str, paths))} and {args.headroom_rows}")
+    else:
+        computed = replace(computed, allocator_headroom_bytes=h100.allocator_headroom_bytes,
+                           width_half_hidden=h100.width_half_hidden, widest_hidden=h100.widest_hidden)
+        print(f"# {shipped.key}: from {', '.join(map(str, paths))}; the allocator headroom and the width curve are "
+              f"the H100's")
     print("CALIBRATION_RUN_IDS = {")
-    for role, row in calibration_rows(rows).items():
-        print(f"    {role!r}: {row['run_id']!r},  # {row['sweep']['label']}, micro-batch {row['micro_batch']}")
+    for role, found in role_rows(rows).items():  # one run_id per command that ran the role
+        ids = [row["run_id"] for row in found]
+        print(f"    {role!r}: {ids[0] if len(ids) == 1 else ids!r},  # {found[0]['sweep']['label']}, "
+              f"micro-batch {found[0]['micro_batch']}")
     print("}")
-    print(f"HEADROOM_RUN_IDS = {sorted(r['run_id'] for r in read_rows(args.headroom_rows))!r}")
+    if shipped.key == h100.key:
+        print(f"HEADROOM_RUN_IDS = {sorted(r['run_id'] for r in read_rows(args.headroom_rows))!r}")
     differ = []
     for field in fields(GpuKind):
         if field.name in (*CALIBRATED, "allocator_headroom_bytes", "width_half_hidden", "widest_hidden"):

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The six trials a GPU kind's speed and memory constants come from (dsx.calibration.CALIBRATION_ROWS: gpt2-xl at
+# ZeRO-1 with checkpointing at micro-batch 8 and 32, ZeRO-1, ZeRO-2 with the optimizer on the CPU, ZeRO-3 with and
+# without it, each at micro-batch 8), as issue 4's sweep ran them on the H100 (bench/sweep/README.md: dsx's defaults,
+# FusedAdam, bf16), on whatever one GPU the host has. From the repo root:
+#     bash bench/estimator/calibration_sweep.sh $OUT       # kind nvidia-h200 (or any one-GPU kind), carry [".whl"]
+# Rows in $OUT/calibration.jsonl; ROWS=FILE (a results file in the tree, e.g. bench/estimator/h200/calibration.jsonl)
+# is copied there first, so a command cut by time goes on where the last one stopped (a sweep resumes from its
+# rows). Then `python bench/estimator/calibrate.py --kind KEY --rows FILE` computes the constants.
+set -uo pipefail
+out=${1:?usage: bench/estimator/calibration_sweep.sh OUT}
+source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
+set_deadline "${BUDGET_S:-570}"
+mkdir -p "$out"
+res=$out/calibration.jsonl
+[ -n "${ROWS:-}" ] && [ -s "$ROWS" ] && cp "$ROWS" "$res"
+start_log "$out/calibration.log"
+BUILD_S=240 build_ops FusedAdamBuilder CPUAdamBuilder  # dsx's default AdamW on a GPU, and the offloaded step
+common=(--model gpt2-xl --steps 5 --warmup 2 --no-prune --trial-timeout 200 --results "$res")
+# most constants first: the checkpointed pair gives the per-sample slope and the fixed per-parameter work
+for axes in "--zero 1 --act-ckpt on --micro-batch 8,32" "--zero 1 --micro-batch 8" \
+            "--zero 3 --micro-batch 8" "--zero 2 --offload cpu --micro-batch 8" "--zero 3 --offload cpu --micro-batch 8"; do
+  # shellcheck disable=SC2086  # the axes split into flags
+  run_by 400 python3 -m dsx sweep "${common[@]}" $axes </dev/null || true
+done
+[ -s "$res" ] && python3 -m dsx report "$res" --vs-estimate >>"$log" 2>&1
+show_log
