@@ -6,8 +6,9 @@
 # BUDGET_S (default 560) lasts, each capped at RUN_S (default 80) seconds. dsx run's defaults otherwise (bf16, GPT-2's
 # dropout, clipping 1.0, the bf16 overflow check, eager, the comms logger) with torch's fused AdamW (no JIT build),
 # vocabulary padded to 64, 10 timed steps after 3, the learnable synthetic data. `noclip`: clipping 0 and no overflow
-# check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep would pick). Rows
-# in $OUT/ladder.jsonl.
+# check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep would pick),
+# `dsadam`: DeepSpeed's FusedAdam (dsx's default on a GPU, the calibration's) instead of torch's fused AdamW. Rows in
+# $OUT/ladder.jsonl.
 set -uo pipefail
 out=${1:?usage: bench/estimator/ladder.sh OUT}
 source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
@@ -17,18 +18,19 @@ res=$out/ladder.jsonl
 start_log "$out/ladder.log"
 runs=${RUNS:-"gpt2:2:4:1 gpt2:2:16:1 gpt2:2:4:4 gpt2:2:16:1:noclip gpt2-medium:2:4:1 gpt2-medium:2:16:1 gpt2-xl:2:4:1
 gpt2-xl:2:8:1 gpt2:2:8:1"}
+case $runs in *:dsadam*) BUILD_S=200 build_ops FusedAdamBuilder ;; esac
 for entry in $runs; do
   IFS=: read -r model zero mb ga tag <<<"$entry"
-  extra=()
+  extra=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
   case ${tag:-} in
     "") ;;
-    noclip) extra=(--ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false) ;;
-    nocheck) extra=(--ds-set bf16.check_grad_overflow=false) ;;
-    *) echo "bench/estimator/ladder.sh: unknown tag '$tag' in '$entry' (noclip, nocheck)" >&2; exit 2 ;;
+    noclip) extra+=(--ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false) ;;
+    nocheck) extra+=(--ds-set bf16.check_grad_overflow=false) ;;
+    dsadam) extra=() ;;
+    *) echo "bench/estimator/ladder.sh: unknown tag '$tag' in '$entry' (noclip, nocheck, dsadam)" >&2; exit 2 ;;
   esac
   run_by "${RUN_S:-80}" python3 -m dsx run --model "$model" --vocab-pad 64 --gpus 1 --zero "$zero" \
-    --micro-batch "$mb" --grad-accum "$ga" --steps 10 --warmup 3 --results "$res" \
-    --ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true "${extra[@]}" </dev/null || true
+    --micro-batch "$mb" --grad-accum "$ga" --steps 10 --warmup 3 --results "$res" "${extra[@]}" </dev/null || true
 done
 [ -s "$res" ] && python3 -m dsx report "$res" --vs-estimate >>"$log" 2>&1
 show_log
