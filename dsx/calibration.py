@@ -125,24 +125,26 @@ H100 = GpuKind(
 """The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
 headroom from the out-of-memory trials of HEADROOM_FILE, the width curve from WIDTH_RUN_IDS."""
 
-H200_CALIBRATION_FILES = ("bench/estimator/h200_calibration/run1.jsonl", "bench/estimator/h200_calibration/run2.jsonl")
-"""The H200's CALIBRATION_ROWS, run twice (bench/estimator/calibration_sweep.sh, two device commands on one H200,
-2026-11-29 15:59-16:15 UTC, torch 2.11.0+cu130, DeepSpeed 0.19.8): each role's step time is the median of the two
-(the slope reproduced within 3%, the intercept terms moved by up to 40% between the commands)."""
+H200_CALIBRATION_FILES = tuple(f"bench/estimator/h200_calibration/run{n}.jsonl" for n in (1, 2, 3))
+"""The H200's CALIBRATION_ROWS, run twice (bench/estimator/calibration_sweep.sh, device commands on one H200,
+2026-11-29 15:59-16:15 UTC, torch 2.11.0+cu130, DeepSpeed 0.19.8), and the ZeRO-1 pair and row a third time (16:38,
+after a warm run): each role's step time is the median of its runs (the slope reproduced within 3%, the intercept
+terms moved by up to 40% between the first two commands)."""
 
 H200_CALIBRATION_RUN_IDS = frozenset({
     "2f56b2f362bc4095969794180ade978d", "47cafb0a7dee4745b6415094aaa297ca", "48c18c6587a743eea69ed223c1b268ab",
     "3063e6f7143d4d7486da4200f5c468c8", "54dc733cd8f04881b631187c754d0d73", "d36c5cfab9ea4b98aac8dc3604b18427",
     "d483aeb484d149f0a9292ee3ee97476d", "9706958939f34855b27be32265eef3e7", "f0a941aa6705469a9bf82ab5d4aebef1",
     "d2b0dba74c4a4984a4e9ceeb5d8e7be5", "fc79b1b6f5b44e92b99103b450a576bc", "15e699e8b2ca4a68b7a8565eb369ec61",
+    "ac662e01db7544baa68a1e85611def0e", "59e180c047744e4c905ec850c1fc994c", "208a4fe0db844deeab370500c48280d8",
 })
-"""The run_id of every row of H200_CALIBRATION_FILES (the six roles, twice)."""
+"""The run_id of every row of H200_CALIBRATION_FILES (the six roles twice, three of them a third time)."""
 
 H200 = replace(
     H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
-    context_bytes=2_036_203_520, fragmentation=1.139, achieved_fraction=0.3441, fixed_s_per_param=7.20e-11,
-    cpu_step_s_per_param={1: 5.181e-10, 2: 5.181e-10, 3: 9.449e-10}, zero3_s_per_module_pass=1.91e-04,
-    host_process_bytes={0: 2_196_684_800, 1: 2_196_684_800, 2: 2_196_684_800, 3: 4_572_559_360},
+    context_bytes=2_036_203_520, fragmentation=1.147, achieved_fraction=0.3448, fixed_s_per_param=7.19e-11,
+    cpu_step_s_per_param={1: 5.185e-10, 2: 5.185e-10, 3: 9.449e-10}, zero3_s_per_module_pass=1.92e-04,
+    host_process_bytes={0: 2_196_611_072, 1: 2_196_611_072, 2: 2_196_611_072, 3: 4_572_559_360},
     host_bytes_per_param={1: 21.85, 2: 21.85, 3: 19.97},
     source="H200 SXM host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-29: the CALIBRATION_ROWS of "
            + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb); the allocator "
@@ -304,7 +306,7 @@ and cost the logger 1.8x as much."""
 ULYSSES_FILE = "bench/multigpu/rows/sparse-sp4.jsonl"
 """issue 32's sparse-attention-under-Ulysses part: llama-1b at 131,072 tokens, bigbird, ZeRO-2, the tiled loss,
 checkpointing, no comms logger, Ulysses over 4 H200s and on one H200 (2026-11-28): the one-GPU row's own error
-(-1%) taken out, what is left of the group's step is the all-to-alls' (bigbird: attention is a small share)."""
+(-1% with the H100's constants, +5% with the H200's own) taken out, what is left of the group's step is the all-to-alls' (bigbird: attention is a small share)."""
 
 ULYSSES_RUN_IDS = {"group of 4": "f4c52666bc044e4db0d440f7d3b5ae08", "one rank": "e1154e7b9d8c4ec6b1b0d226f9702344"}
 """The pair ULYSSES_BYTES_PER_S comes from (1,119 and 3,397 ms a step). The dense row of the same file, the long4

@@ -501,7 +501,8 @@ def test_an_h200_row_is_judged_with_the_h200s_own_constants_and_the_h100s_headro
 
 
 def test_the_h200_constants_are_the_median_of_its_two_calibration_commands():
-    """bench/estimator/calibration_sweep.sh ran twice on one H200: each role's step time is the median of the two."""
+    """bench/estimator/calibration_sweep.sh ran twice on one H200 (the ZeRO-1 roles a third time): each role's step time
+    is the median of its runs."""
     rows = [row for path in CALIBRATION_FILES["h200-141gb"] for row in read_rows(ROOT / path)]
     kind = GPUS["h200-141gb"]
     computed = calibrate(rows, kind.key, kind.name)
