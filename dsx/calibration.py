@@ -164,13 +164,13 @@ CALIBRATION_FILES: dict[str, tuple[str, ...]] = {H100.key: (CALIBRATION_FILE,), 
 
 
 def calibration_role(row: dict) -> str:
-    """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row
-    of H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM outcome set the headroom; its memory is
-    judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set the compile factors), 'width
-    calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row:
-    it set ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the logger's constants),
-    'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload calibration' (an
-    ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S) or 'judged'."""
+    """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row of
+    H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM
+    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set
+    the compile factors), 'width calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration'
+    (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the
+    logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload
+    calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
@@ -305,8 +305,9 @@ and cost the logger 1.8x as much."""
 
 ULYSSES_FILE = "bench/multigpu/rows/sparse-sp4.jsonl"
 """issue 32's sparse-attention-under-Ulysses part: llama-1b at 131,072 tokens, bigbird, ZeRO-2, the tiled loss,
-checkpointing, no comms logger, Ulysses over 4 H200s and on one H200 (2026-11-28): the one-GPU row's own error
-(-1% with the H100's constants, +5% with the H200's own) taken out, what is left of the group's step is the all-to-alls' (bigbird: attention is a small share)."""
+checkpointing, no comms logger, Ulysses over 4 H200s and on one H200 (2026-11-28): the one-GPU row's own error (-1% with
+the H100's constants, +5% with the H200's own) taken out, what is left of the group's step is the all-to-alls' (bigbird:
+attention is a small share)."""
 
 ULYSSES_RUN_IDS = {"group of 4": "f4c52666bc044e4db0d440f7d3b5ae08", "one rank": "e1154e7b9d8c4ec6b1b0d226f9702344"}
 """The pair ULYSSES_BYTES_PER_S comes from (1,119 and 3,397 ms a step). The dense row of the same file, the long4

@@ -11,16 +11,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
 LEGACY_VERSION = "0.18.9"
+
+
+def load_bench_script(path: str) -> ModuleType:
+    """A bench/ script (`path` from the repository root) imported as a module: the scripts are not a package, and
+    the code that derives a shipped figure is tested where it lives."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 USER_SET_OP_FOLDER = "TORCH_EXTENSIONS_DIR" in os.environ

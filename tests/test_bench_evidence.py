@@ -4,7 +4,6 @@ names are the ones the H100 profiles recorded)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_bench_script
 
 MFU = ROOT / "bench/mfu"
 
@@ -20,10 +19,7 @@ MFU = ROOT / "bench/mfu"
 def load_step_profile():
     if str(ROOT / "bench/tools") not in sys.path:
         sys.path.insert(0, str(ROOT / "bench/tools"))  # as when the script runs: it imports its torch_baseline.py
-    spec = importlib.util.spec_from_file_location("step_profile", ROOT / "bench/tools/step_profile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("bench/tools/step_profile.py")
 
 
 def test_issue3_readme_holds_every_line_the_summary_prints_from_the_committed_rows():
@@ -90,10 +86,7 @@ def test_the_autotuner_race_readme_and_summary_hold_what_summarize_computes_from
     the autotuner's tokens/s in the harness, found in <= 50% of its wall time; the restricted one within 2% at <= its
     GPU-seconds."""
     folder = ROOT / "bench/peers/autotuner" / model
-    spec = importlib.util.spec_from_file_location("race_summary", ROOT / "bench/peers/autotuner/summarize.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    computed = json.loads(json.dumps(module.summarize(folder)))
+    computed = json.loads(json.dumps(load_bench_script("bench/peers/autotuner/summarize.py").summarize(folder)))
     assert computed == json.loads((folder / "summary.json").read_text())
     readme = (ROOT / "bench/peers/autotuner/README.md").read_text()
     for tool in ("autotuner", "dsx_restricted", "dsx"):

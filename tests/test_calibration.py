@@ -4,7 +4,6 @@ around it, answers as the checkout does."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,17 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_bench_script
 from dsx.calibration import (ACT_OFFLOAD_FILE, CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_RUN_IDS, HEADROOM_FILE,
                              HEADROOM_RUN_IDS, ULYSSES_FILE, calibration_role)
 from dsx.results import read_rows
 
 
 def bench_calibrate():
-    spec = importlib.util.spec_from_file_location("bench_calibrate", ROOT / "bench/estimator/calibrate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("bench/estimator/calibrate.py")
 
 
 def test_the_shipped_run_ids_name_the_rows_the_constants_come_from():

@@ -3,7 +3,6 @@ and the error on the committed H100 rows it was not calibrated on."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from dsx.activations import saved_bytes
-from dsx.calibration import CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_ROWS, GPUS, HEADROOM_FILE, WIDTH_FILES, calibration_role
+from conftest import load_bench_script
+from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_ROWS, GPUS, HEADROOM_FILE, WIDTH_FILES,
+                             calibration_role)
 from dsx.cli import cli
 from dsx.estimate import (Setup, estimate, max_micro_batch, model_states, setup_of_row, step_time,
                           zero3_gathered_params)
@@ -25,9 +26,7 @@ from dsx.units import GIB
 ROOT = Path(__file__).resolve().parent.parent
 
 
-_spec = importlib.util.spec_from_file_location("bench_calibrate", ROOT / "bench/estimator/calibrate.py")
-_bench_calibrate = importlib.util.module_from_spec(_spec)  # the code that derives dsx.calibration (not part of dsx)
-_spec.loader.exec_module(_bench_calibrate)
+_bench_calibrate = load_bench_script("bench/estimator/calibrate.py")  # what derives dsx.calibration (not dsx's)
 calibrate, calibrate_headroom = _bench_calibrate.calibrate, _bench_calibrate.calibrate_headroom
 calibrate_width = _bench_calibrate.calibrate_width
 

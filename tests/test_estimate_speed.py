@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_bench_script
 from dsx.calibration import DROPOUT_FREE_SPEEDUP, OVERFLOW_CHECK_S_PER_TENSOR
 from dsx.estimate import Setup, estimate, setup_of_row
 from dsx.estimate.states import dropout_free
@@ -161,11 +161,7 @@ def test_vs_estimate_leaves_a_calibration_row_out_of_the_speed_count():
 
 
 def test_the_speed_judge_of_the_bench_rows_leaves_out_calibration_rows_and_unsteady_ones():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("speed_rows", ROOT / "bench/estimator/speed_rows.py")
-    speed_rows = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(speed_rows)
+    speed_rows = load_bench_script("bench/estimator/speed_rows.py")
     from dsx.calibration import ZERO3_FETCH_RUN_IDS, calibration_role
 
     rows, left_out = speed_rows.judged(multi=True)

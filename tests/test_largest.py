@@ -3,13 +3,12 @@ bisection over them, the host margin, and the answer for issue 16's machine (one
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import ROOT
+from conftest import ROOT, load_bench_script
 from dsx.cli import cli
 from dsx.fit import HOST_ERROR, with_host_margin
 from dsx.largest import LADDERS, PRESET_LADDERS, ladder_of, rungs
@@ -84,9 +83,7 @@ def test_what_largest_chooses_itself_is_refused_beside_it(args, message):
 
 
 def test_the_host_margin_is_the_estimators_worst_judged_host_error():
-    spec = importlib.util.spec_from_file_location("accuracy", ROOT / "bench/estimator/accuracy.py")
-    accuracy = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(accuracy)
+    accuracy = load_bench_script("bench/estimator/accuracy.py")
     judged = [t for t in accuracy.judged_trials(accuracy.FILES) if t["row"]["status"] == "ok"
               and t["role"] != "calibration" and t["estimate"].offload != "none"]
     errors = [accuracy.relative(t["estimate"].host_per_rank, t["row"]["memory"]["max"]["host_rss_peak"])

@@ -1,16 +1,13 @@
 """bench/tools/memory_peak.py: the allocation history replayed to its peak, and the blocks alive then named by the
 code that allocated them; DSX_MEMORY_HISTORY's switch in the rank."""
 
-import importlib.util
 from pathlib import Path
 
+from conftest import load_bench_script
 from dsx.rank import memory_history
 from dsx.rank.protocol import RankReport
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("memory_peak", ROOT / "bench/tools/memory_peak.py")
-memory_peak = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(memory_peak)
+memory_peak = load_bench_script("bench/tools/memory_peak.py")
 
 TORCH = {"filename": "/site/torch/nn/functional.py", "name": "linear", "line": 10}
 LLAMA = {"filename": "/site/transformers/models/llama/modeling_llama.py", "name": "forward", "line": 42}

@@ -208,10 +208,12 @@ dsx_run() {  # dsx_run CAP ARG...: `dsx run ARG...` into $res within CAP s and t
   run_by "$cap" python3 -m dsx run "$@" --results "$res" --timeout $(( cap > 90 ? cap - 60 : 30 )) "${dry[@]}"
 }
 
-dsx_sweep() {  # dsx_sweep CAP ARG...: `dsx sweep ARG...` into $res within CAP s and the time left
+dsx_sweep() {  # dsx_sweep CAP ARG...: `dsx sweep ARG...` into $res within CAP s and the time left. --comm-log: the
+  # committed rows of these parts were timed with the comms logger (dsx sweep's default on several ranks until
+  # 2026-11-29), and a part resumed from them goes on as it ran
   local cap=$1
   shift
-  run_by "$cap" python3 -m dsx sweep "$@" --results "$res" "${dry[@]}"
+  run_by "$cap" python3 -m dsx sweep --comm-log "$@" --results "$res" "${dry[@]}"
 }
 
 finish() {  # the rows' last copy into $OUT, then the part's tables in its log (within what is left of the command:
