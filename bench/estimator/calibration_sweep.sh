@@ -4,9 +4,9 @@
 # without it, each at micro-batch 8), as issue 4's sweep ran them on the H100 (bench/sweep/README.md: dsx's defaults,
 # FusedAdam, bf16), on whatever one GPU the host has. From the repo root:
 #     bash bench/estimator/calibration_sweep.sh $OUT       # kind nvidia-h200 (or any one-GPU kind), carry [".whl"]
-# Rows in $OUT/calibration.jsonl; ROWS=FILE (a results file in the tree, e.g. bench/estimator/h200/calibration.jsonl)
-# is copied there first, so a command cut by time goes on where the last one stopped (a sweep resumes from its
-# rows). Then `python bench/estimator/calibrate.py --kind KEY --rows FILE` computes the constants. Arguments after
+# Rows in $OUT/calibration.jsonl; ROWS=FILE (a results file in the tree, e.g.
+# bench/estimator/h200_calibration/run1.jsonl) is copied there first, so a command cut by time goes on where the last
+# one stopped (a sweep resumes from its rows). Then `python bench/estimator/calibrate.py --kind KEY --rows FILE` computes the constants. Arguments after
 # OUT: the sweeps' axes to run instead of all five, in order, e.g. "--zero 1 --micro-batch 8" (a role run again).
 # The first run of a command on a fresh host ran ~10% slow (bench/estimator/h200_optimizer: 18,791 then 20,795
 # tokens/s, the same run), so the trials most constants rest on do not come first.
