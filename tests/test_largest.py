@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import ROOT, load_bench_script
+from conftest import load_bench_script
 from dsx.cli import cli
 from dsx.fit import HOST_ERROR, with_host_margin
 from dsx.largest import LADDERS, PRESET_LADDERS, ladder_of, rungs
