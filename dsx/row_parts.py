@@ -55,10 +55,13 @@ class CommPredicted(_Row):
 
 
 class Comm(_Row):
-    """Communication per timed optimizer step, counted by DeepSpeed's comms logger on every rank (dsx.comm)."""
+    """Communication per optimizer step, counted by DeepSpeed's comms logger on every rank (dsx.comm)."""
 
     steps: int
-    """Timed steps counted (rank 0)."""
+    """Steps counted (rank 0)."""
+    counted: str | None = None
+    """'warm-up': the warm-up steps after the first, the logger off in the timed steps (dsx.rank.comms); 'timed' (or
+    None, rows before it was recorded): the timed steps, the logger on in them."""
     bytes_per_step: float | None = None
     """Rank 0: the sum of collectives[*].bytes_per_step."""
     bytes_per_step_max: float | None = None

@@ -221,31 +221,35 @@ def test_ranks_that_counted_nothing_give_the_reason_or_no_comm_at_all():
 # ------------------------------------------------------------------------------------ the rank side, for real
 
 
+class _Engine:
+    enable_backward_allreduce = False
+
+
 @pytest.mark.deepspeed
-def test_the_rank_counts_only_what_a_timed_step_sent_under_each_ops_name(single_process_group):
+def test_a_1bit_run_counts_only_what_its_timed_steps_sent_under_each_ops_name(single_process_group):
     import deepspeed.comm as dist
     import deepspeed.comm.comm as ds_comm
     import torch
 
     from dsx.rank.comms import CommCounter, totals
 
-    class Engine:
-        enable_backward_allreduce = False
-
     was = ds_comm.comms_logger.enabled
     dist.configure(enabled=True, prof_all=True, verbose=False)
     try:
-        counter = CommCounter(Engine(), {"optimizer": {"type": "OneBitAdam"}})
-        dist.all_reduce(torch.ones(10))  # before the timed steps: forgotten
-        counter.begin()
-        counter.before_step()
+        counter = CommCounter(_Engine(), {"optimizer": {"type": "OneBitAdam"}}, warmup=2)
+        for step in range(2):  # the warm-up steps: forgotten
+            counter.before(step)
+            dist.all_reduce(torch.ones(10))
+            counter.after(step)
+        counter.before(2)
         dist.all_reduce(torch.ones(10))
         dist.all_reduce(torch.ones(6, dtype=torch.bfloat16))
         dist.broadcast(torch.ones(4), 0)
         dist.all_gather_into_tensor(torch.empty(8), torch.ones(8))  # over the group of one: 32 bytes gathered
-        counter.after_step()
-        counter.before_step()
-        counter.after_step()
+        counter.after(2)
+        counter.before(3)
+        counter.after(3)
+        on_in_timed_steps = ds_comm.comms_logger.enabled
     finally:
         dist.configure(enabled=was)
     log = counter.log()
@@ -253,8 +257,37 @@ def test_the_rank_counts_only_what_a_timed_step_sent_under_each_ops_name(single_
                           "broadcast": CollectiveCount(calls=1, logged_bytes=16),
                           "all_gather_into_tensor": CollectiveCount(calls=1, logged_bytes=32, gathered_bytes=32)}, {}]
     assert log.compressed == [True, True] and log.note is None
+    assert log.counted == "timed" and on_in_timed_steps
     assert totals({"all_reduce | [Caller Func: f]": {8: [2, [], [], []]}, "all_reduce": {4: [1, [], [], []]}}) == {
         "all_reduce": (3, 20)}
+
+
+@pytest.mark.deepspeed
+@pytest.mark.parametrize("warmup, counted, steps", [(3, "warm-up", [2, 3]), (1, "timed", [2, 3, 4])])
+def test_the_counter_counts_the_warm_up_steps_after_the_first_and_turns_the_logger_off_for_the_timed_ones(
+        single_process_group, warmup, counted, steps):
+    import deepspeed.comm as dist
+    import deepspeed.comm.comm as ds_comm
+    import torch
+
+    from dsx.rank.comms import CommCounter
+
+    was = ds_comm.comms_logger.enabled
+    dist.configure(enabled=True, prof_all=True, verbose=False)
+    logger_on = []
+    try:
+        counter = CommCounter(_Engine(), {}, warmup=warmup)
+        for step in range(warmup + 3):
+            counter.before(step)
+            logger_on.append(ds_comm.comms_logger.enabled)
+            dist.all_reduce(torch.ones(step + 1))  # step i logs 4 x (i + 1) bytes: which steps counted shows
+            counter.after(step)
+    finally:
+        dist.configure(enabled=was)
+    log = counter.log()
+    assert log.counted == counted and log.compressed is None
+    assert [s["all_reduce"].logged_bytes // 4 for s in log.steps] == steps
+    assert logger_on == [True] * warmup + [counted == "timed"] * 3
 
 
 # -------------------------------------------------------------------------------------------- estimate, report

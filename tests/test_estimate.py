@@ -246,7 +246,8 @@ def test_the_comms_logger_on_several_ranks_costs_its_bytes_and_zero3_fetches():
     assert estimate(zero3, search_max=False).step_time_s == pytest.approx(
         estimate(replace(zero3, comm_log=False), search_max=False).step_time_s + comm_logger_seconds(zero3))
     assert ("DeepSpeed's comms logger: 38.6 ms a step (it synchronises the device after every collective, "
-            "dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH); dsx run --no-comm-log times without it") \
+            "dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH): on in the timed steps of a 1-bit run or one "
+            "with fewer than 2 warm-up steps; dsx run counts a warm-up step otherwise") \
         in estimate(zero1, search_max=False).notes
 
 
@@ -255,6 +256,24 @@ def test_the_comms_logger_costs_nothing_on_one_rank_or_when_off():
 
     assert comm_logger_seconds(replace(_zero3_setup(3, 1), comm_log=True)) == 0
     assert comm_logger_seconds(_zero3_setup(3, 2)) == 0
+
+
+@pytest.mark.parametrize("comm_log, optimizer, warmup, in_timed_steps", [
+    (True, "AdamW", 2, False), (True, "AdamW", 1, True), (True, "OneBitAdam", 5, True), (False, "OneBitLamb", 0, False)])
+def test_the_comms_logger_is_in_the_timed_steps_only_of_1bit_runs_and_runs_with_fewer_than_2_warm_up_steps(
+        comm_log, optimizer, warmup, in_timed_steps):
+    from dsx.comm.logger import logger_in_timed_steps
+
+    assert logger_in_timed_steps(comm_log, {"optimizer": {"type": optimizer}}, warmup) is in_timed_steps
+
+
+def test_a_row_is_priced_with_the_logger_only_when_it_counted_the_timed_steps():
+    """Rows from before dsx counted a warm-up step say nothing of where they counted: the timed steps."""
+    row = next(r for r in read_rows(ROOT / "bench/multigpu/rows/logger-z3.jsonl")
+               if r["run_id"] == "52f2822bccb64d83bd4665b24a284635")
+    assert "counted" not in row["comm"] and setup_of_row(row).comm_log
+    assert not setup_of_row({**row, "comm": {**row["comm"], "counted": "warm-up"}}).comm_log
+    assert setup_of_row({**row, "comm": {**row["comm"], "counted": "timed"}}).comm_log
 
 
 @pytest.mark.parametrize("act_ckpt, passes", [(False, 2), (True, 3)])

@@ -62,6 +62,9 @@
 #                             ZeRO-3 without it on 1 GPU: the logger's cost per stage, ZeRO-3's across GPUs alone
 #   logger-z3   ~3.5 min      dp2-z3's gpt2-xl on 2 GPUs with the comms logger, then without: the logger's price per
 #                             ZeRO-3 fetch judged on a model it did not come from
+#   logger-warm ~6 min        logger-z3's gpt2-xl on 2 GPUs with dsx's default since 2026-11-29 (the logger counts the
+#                             second warm-up step, off in the timed steps), without the logger, with it in the timed
+#                             steps (--warmup 1: as every default run before), then the default again
 #   zeropp2     ~5.5-6.5 min  its second half: ZeRO-3, then DeepSpeed's quantizer op built on its own (within 240 s;
 #                             h200x2.sh had 12 runs of ~40 s and this build in one command, more than 10 minutes:
 #                             its ZeRO++ runs, last, did not finish), then qwZ (int8 weights), hpZ (a secondary
@@ -144,7 +147,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -208,9 +211,9 @@ dsx_run() {  # dsx_run CAP ARG...: `dsx run ARG...` into $res within CAP s and t
   run_by "$cap" python3 -m dsx run "$@" --results "$res" --timeout $(( cap > 90 ? cap - 60 : 30 )) "${dry[@]}"
 }
 
-dsx_sweep() {  # dsx_sweep CAP ARG...: `dsx sweep ARG...` into $res within CAP s and the time left. --comm-log: the
-  # committed rows of these parts were timed with the comms logger (dsx sweep's default on several ranks until
-  # 2026-11-29), and a part resumed from them goes on as it ran
+dsx_sweep() {  # dsx_sweep CAP ARG...: `dsx sweep ARG...` into $res within CAP s and the time left. --comm-log (the
+  # default again): the committed rows of these parts counted with the comms logger, then in their timed steps (before
+  # 2026-11-29 a trial's logger counted its timed steps; now a warm-up step); a resumed part keeps the sweep's id
   local cap=$1
   shift
   run_by "$cap" python3 -m dsx sweep --comm-log "$@" --results "$res" "${dry[@]}"
@@ -438,6 +441,15 @@ for p in "$@"; do
       # dp2-z3's gpt2-xl on 2 GPUs with the logger, then without it
       dsx_run 180 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2
       dsx_run 180 "${tuned_z3[@]}" --gpus 2
+      finish
+      ;;
+    logger-warm)
+      begin "$p"
+      # the logger out of the timed steps (dsx.rank.comms): logger-z3's pair again, dsx's default before and after
+      dsx_run 150 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2
+      dsx_run 150 "${tuned_z3[@]}" --gpus 2
+      dsx_run 170 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2 --warmup 1
+      dsx_run 150 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2
       finish
       ;;
     zeropp2)

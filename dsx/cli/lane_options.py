@@ -15,20 +15,12 @@ def python_option(f):
 
 
 def comm_log_option(f):
-    """--comm-log/--no-comm-log of dsx run."""
+    """--comm-log/--no-comm-log of dsx run and of every trial of dsx sweep."""
     return click.option("--comm-log/--no-comm-log", "comm_log", default=True, show_default=True,
-                        help="Count bytes and calls per collective with DeepSpeed's comms logger (it synchronises the "
-                             "device after every collective, thousands per step under ZeRO-3: --no-comm-log times "
-                             "a run without it).")(f)
-
-
-def sweep_comm_log_option(f):
-    """--comm-log/--no-comm-log of every trial of dsx sweep: unset, off when a trial spans several ranks."""
-    return click.option("--comm-log/--no-comm-log", "comm_log", default=None,
-                        help="Count each trial's communication with DeepSpeed's comms logger. Default: on when every "
-                             "trial runs on one rank, off when a trial spans several (the logger synchronises the "
-                             "device after every collective and slows ZeRO-3 trials most: the ranking would not be "
-                             "a run's; the bytes are then dsx.comm's prediction).")(f)
+                        help="Count bytes and calls per collective with DeepSpeed's comms logger, over the warm-up "
+                             "steps after the first (it synchronises the device after every collective, so the timed "
+                             "steps run without it); over the timed steps with fewer than 2 warm-up steps or a 1-bit "
+                             "optimizer.")(f)
 
 
 def run_lane_options(f):

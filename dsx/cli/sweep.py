@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from dsx.cli.lane_options import python_option, sweep_comm_log_option
+from dsx.cli.lane_options import comm_log_option, python_option
 from dsx.cli.options import (FINITE_FLOAT, SIZE, data_options, gpu_kind_options, host_options, long_context_options,
                              node_options, pick_gpu_kind)
 from dsx.cli.sweep_axes import (_act_ckpt, _booleans, _buckets, _choices, _ints, _one_or_list, _ratios, _sparse_words,
@@ -19,17 +19,12 @@ SEARCH_AXES = ("zero_", "offload", "offload_params", "offload_ratio", "act_ckpt"
 """The options whose absence makes `dsx sweep` run the default search (dsx.sweep.space) instead of their grid."""
 
 
-LOGGER_NOTE = ("note: every trial runs with DeepSpeed's comms logger (--comm-log), which synchronises the device "
-               "after each collective: on several GPUs it slows ZeRO-3 trials most (on 2 H200s gpt2-xl's ZeRO-3 step "
-               "4.1x, GPT-2 124M's 2.1x, its ZeRO-1 step 1.05x); without --comm-log the trials are ranked by the "
-               "speed a run without it gets")
-"""Why a multi-GPU sweep's ranking depends on --comm-log (bench/multigpu/README.md, comm2; dsx.calibration's
-COMM_LOGGER_*)."""
-
-LOGGER_OFF_NOTE = ("note: the trials span several ranks, so DeepSpeed's comms logger is off (its synchronisations "
-                   "would slow ZeRO-3 trials most and skew the ranking); the rows carry dsx.comm's predicted bytes "
-                   "(a pipelined trial's are not predicted), --comm-log counts them")
-"""What a multi-rank sweep says when it leaves the logger off by default."""
+LOGGER_NOTE = ("note: with fewer than 2 warm-up steps DeepSpeed's comms logger counts each trial's timed steps and "
+               "synchronises the device after every collective inside them: on several GPUs it slows ZeRO-3 trials "
+               "most (on 2 H200s gpt2-xl's ZeRO-3 step 4.1x, GPT-2 124M's 2.1x, its ZeRO-1 step 1.05x) and skews "
+               "the ranking; --warmup 2 counts a warm-up step instead, --no-comm-log counts nothing")
+"""Why a multi-GPU sweep with fewer than two warm-up steps ranks trials slowed by the logger (dsx.rank.comms;
+bench/multigpu/README.md, comm2; dsx.calibration's COMM_LOGGER_*)."""
 
 
 def _spans_ranks(spec, device: str, visible: int) -> bool:
@@ -138,7 +133,7 @@ def _spans_ranks(spec, device: str, visible: int) -> bool:
                                              "estimate's plan on a calibrated GPU) and exit.")
 @click.option("--inject", multiple=True, hidden=True, metavar="N=SPEC", help="Tests: --inject-failure for trial N.")
 @python_option
-@sweep_comm_log_option
+@comm_log_option
 def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, precision, act_ckpt, compile_, gpus, micro_batch,
             mb_start, mb_max, mb_tolerance, mb_flat, vary, one_at_a_time, sets, seq_len, vocab_pad, grad_accum,
             max_global_batch, pipeline_stages, pipeline_partition, nvme_path, optimizer, lr, ds_sets, attn, tf32,
@@ -219,7 +214,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch, loss=loss, loss_tile_tokens=loss_tile_tokens,
-        sequence_parallel=sequence_parallel, comm_log=comm_log is not False, act_ckpt_offload=act_ckpt_offload,
+        sequence_parallel=sequence_parallel, comm_log=comm_log, act_ckpt_offload=act_ckpt_offload,
         tiled_mlp=tiled_mlp, kernels=_words(kernels_axis, "--kernels", ("liger",)),
         fp8=_words(fp8_axis, "--fp8", ("tensorwise", "rowwise")),
     )
@@ -240,8 +235,6 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
         except RunRefused as exc:
             raise click.UsageError(str(exc)) from None
     spans_ranks = _spans_ranks(spec, device, visible)
-    if comm_log is None and spans_ranks:
-        spec.comm_log = False
     search_note = _default_search(spec, ctx)
     if one_at_a_time and not spec.vary:
         raise click.UsageError("--one-at-a-time needs at least one --vary KEY=V1,V2")
@@ -266,10 +259,8 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
                f"micro-batch {mb_text}, {steps} timed + {warmup} warm-up steps per trial -> {results}", err=True)
     if search_note:
         click.echo(search_note, err=True)
-    if spans_ranks and spec.comm_log:
+    if spans_ranks and spec.comm_log and warmup < 2:
         click.echo(LOGGER_NOTE, err=True)
-    elif spans_ranks and comm_log is None:
-        click.echo(LOGGER_OFF_NOTE, err=True)
     if dry_run:
         from dsx.sweep import preflight
 

@@ -5,7 +5,8 @@
              the ranks' counts gathered into the row's `comm` (RunRow.comm)
     predict  the volume a ZeRO stage (and ZeRO++) should move per optimizer step, from the config and the model
 
-The rank side is dsx.rank.comms (it reads DeepSpeed's logger over the timed steps). Nothing here imports torch.
+The rank side is dsx.rank.comms (it reads DeepSpeed's logger over the warm-up steps after the first, or a 1-bit
+run's timed steps). Nothing here imports torch.
 """
 
 from dsx.comm.logger import LOGGER_BLOCK, rank_config

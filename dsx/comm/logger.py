@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 
+from dsx.config_facts import ONEBIT
+
 LOGGER_BLOCK = {"enabled": True, "prof_all": True, "verbose": False, "debug": False}
 
 
@@ -34,3 +36,11 @@ def rank_config(config: dict, comm_log: bool = True) -> tuple[dict, list[str]]:
     block.update(LOGGER_BLOCK)
     out["comms_logger"] = block
     return out, notes
+
+
+def logger_in_timed_steps(comm_log: bool, config: dict, warmup: int) -> bool:
+    """Whether the logger stays on in a run's timed steps (dsx.rank.comms says why): with a 1-bit optimizer (its
+    compressed phase is among them) or fewer than two warm-up steps; otherwise it counts the warm-up steps after the
+    first and is off in the timed ones."""
+    onebit = str((config.get("optimizer") or {}).get("type", "")).lower() in ONEBIT
+    return comm_log and (onebit or warmup < 2)

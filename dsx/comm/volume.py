@@ -10,7 +10,8 @@ Two figures per collective and timed step (RunRow.comm.collectives):
   all-to-all, a broadcast, a send or a recv its input. What one rank actually puts on the wire is smaller by about
   (n-1)/n for the ring collectives (NCCL's "bus bandwidth" factor): 1/2 of it on 2 ranks.
 
-Per step is the mean over the timed steps (a 1-bit run's phases each get their own mean). `bytes_per_param` is
+Per step is the mean over the counted steps: the warm-up steps after the first, or a 1-bit run's timed steps (its
+phases each get their own mean); dsx.rank.comms says which and why. `bytes_per_param` is
 bytes / the model's parameters: 6 for DeepSpeed's ZeRO-1 in bf16 (2 x 2 bytes of gradient all-reduce + 2 of
 parameter all-gather), where the paper's 2Ψ would be 4.
 """
@@ -26,9 +27,13 @@ VOLUME_FACTORS = {"all_reduce": 2, "all_reduce_coalesced": 2, "inference_all_red
 """Log name -> bytes counted per logged byte; all-gathers (GATHERS) count the ranks of their group, everything else
 1."""
 
-METHOD = ("DeepSpeed's comms logger (comms_logger, prof_all) over the timed steps; bytes: the ZeRO paper's volume "
-          "(dsx.comm.volume: all-reduce 2x, all-gather x the ranks of its group, others 1x the logged input size); "
-          "the logger synchronises the device after every collective, inside the timed steps")
+_BYTES = ("bytes: the ZeRO paper's volume (dsx.comm.volume: all-reduce 2x, all-gather x the ranks of its group, "
+          "others 1x the logged input size)")
+METHOD = {"warm-up": "DeepSpeed's comms logger (comms_logger, prof_all) over the warm-up steps after the first, off in "
+                     "the timed steps (it synchronises the device after every collective); " + _BYTES,
+          "timed": "DeepSpeed's comms logger (comms_logger, prof_all) over the timed steps; " + _BYTES + "; the logger "
+                   "synchronises the device after every collective, inside the timed steps"}
+"""What a row's comm.method says, by where the logger counted (dsx.rank.comms)."""
 
 
 def volume_bytes(name: str, logged_bytes: float, world_size: int, gathered_bytes: float | None = None) -> float:
@@ -68,7 +73,7 @@ def comm_of(ranks: list[RankReport | None], world_size: int, params: int | None,
     first = next((r for r in ranks if r is not None and r.comm is not None), None)
     if not counted:
         if first is not None and first.comm.note:
-            return Comm(steps=0, method=METHOD, notes=[first.comm.note], predicted=predicted)
+            return Comm(steps=0, method=METHOD[first.comm.counted], notes=[first.comm.note], predicted=predicted)
         return None
     zero = next((r for r in counted if r.rank == 0), counted[0])
     per_rank = [_per_step(r, world_size) for r in counted]
@@ -79,10 +84,10 @@ def comm_of(ranks: list[RankReport | None], world_size: int, params: int | None,
                                 for field in CollectiveComm.model_fields})
         for name in names}
     total = _total(collectives)
-    comm = Comm(steps=len(zero.comm.steps), bytes_per_step=total,
+    comm = Comm(steps=len(zero.comm.steps), counted=zero.comm.counted, bytes_per_step=total,
                 bytes_per_step_max=max(_total(c) for c in per_rank),
                 bytes_per_param=total / params if params else None, collectives=collectives,
-                collectives_max=collectives_max, predicted=predicted, method=METHOD)
+                collectives_max=collectives_max, predicted=predicted, method=METHOD[zero.comm.counted])
     if len(counted) < len([r for r in ranks if r is not None]):
         comm.notes.append(f"{len(counted)} of {len(ranks)} ranks counted their communication")
     if zero.comm.compressed is not None:

@@ -300,8 +300,9 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      f"dsx.calibration.OVERFLOW_CHECK_S_PER_TENSOR); {why}")
     if logger := comm_logger_seconds(setup):
         notes.append(f"DeepSpeed's comms logger: {logger * 1e3:,.1f} ms a step (it synchronises the device after "
-                     "every collective, dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH); dsx run "
-                     "--no-comm-log times without it")
+                     "every collective, dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH): on in the timed "
+                     "steps of a 1-bit run or one with fewer than 2 warm-up steps; dsx run counts a warm-up step "
+                     "otherwise")
     if kept_free:
         notes.append(f"{kept_free / 2**30:,.2f} GiB ({setup.activation_margin:.0%} of the activations) kept free on "
                      "the GPU besides: the estimate's worst under-prediction of them on the long-context rows "

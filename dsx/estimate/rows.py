@@ -43,8 +43,15 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
                  sequence_parallel=group if group > 1 else None,
                  sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len),
-                 comm_log=bool((row.get("comm") or {}).get("steps")),  # the logger counted the timed steps
+                 comm_log=_logger_timed(row),
                  first_step_only=row.get("steps", 0) + row.get("warmup", 0) == 1)
+
+
+def _logger_timed(row: dict) -> bool:
+    """Whether DeepSpeed's comms logger was on in the row's timed steps: it counted them (comm.counted 'timed', or
+    unrecorded in rows before the warm-up steps were counted), not the warm-up steps (dsx.rank.comms)."""
+    comm = row.get("comm") or {}
+    return bool(comm.get("steps")) and comm.get("counted") != "warm-up"
 
 
 def _loss_tile(row: dict, resolved) -> int | None:
@@ -62,6 +69,7 @@ def setup_of_trial(trial, kind: GpuKind, micro_batch: int | None = None, grad_ac
     """The Setup of a resolved run trial (dsx.run.request.Trial) on a GPU of `kind`, at its own micro-batch and
     grad-accum unless given; `chosen` sets Setup fields the request does not carry (host_memory, nvme_free,
     activation_margin...)."""
+    from dsx.comm.logger import logger_in_timed_steps
     from dsx.run.kernels import loss_tile_of
     from dsx.sparse.planning import kept_tiles_per_head
 
@@ -77,5 +85,5 @@ def setup_of_trial(trial, kind: GpuKind, micro_batch: int | None = None, grad_ac
                  tiled_mlp=request.tiled_mlp, liger=bool(kernels and kernels.liger),
                  fp8=kernels.fp8 if kernels else None,
                  sparse_kept_tiles=kept_tiles_per_head(trial.sparse and trial.sparse.info, trial.resolved.seq_len),
-                 comm_log=request.comm_log,
+                 comm_log=logger_in_timed_steps(request.comm_log, trial.ds_config, request.warmup),
                  ranks_per_host=max(map(len, trial.layout.selection.values())) if trial.layout else None, **chosen)

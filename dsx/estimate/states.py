@@ -62,7 +62,8 @@ class Setup:
     """--sparse-attention: the 128-token tiles a head's layout keeps (dsx.sparse.planning.kept_tiles_per_head);
     None: dense attention."""
     comm_log: bool = False
-    """DeepSpeed's comms logger on (dsx run's default, --no-comm-log turns it off): it synchronises the device after
+    """DeepSpeed's comms logger on in the timed steps (dsx.comm.logger.logger_in_timed_steps: a 1-bit run's, or one
+    with fewer than two warm-up steps; dsx run counts the warm-up steps otherwise): it synchronises the device after
     every collective, so on several ranks the step waits for each (dsx.estimate.predict.comm_logger_seconds)."""
     first_step_only: bool = False
     """A row that ran one step (no warm-up): Adam makes its moments in that step's optimizer step, so its forward

@@ -1,4 +1,4 @@
-"""A rank's communication over the timed steps, read from DeepSpeed's own comms logger.
+"""A rank's communication per step, read from DeepSpeed's own comms logger.
 
 dsx turns the logger on in the config it writes for the ranks (dsx.comm.logger_block: prof_all, verbose off).
 DeepSpeed (0.18.9 and 0.19.8: deepspeed/comm/comm.py `timed_op`) then records every collective called through
@@ -15,15 +15,20 @@ over) cannot be read from it: hpZ gathers within a secondary partition smaller t
 deepspeed.comm's `get_msg_size_from_args` (which `timed_op` calls for exactly the calls the logger records, in
 0.18.9 and 0.19.8) and adds up, per log name, each gather's message size x its group's size.
 
-The counter empties the logger when the timed steps begin and after each of them (outside the clock) and reads
-its totals at the end of each, so deepspeed.initialize's broadcasts and the warm-up steps are not counted and the
-logger's lists of latencies do not grow with the run.
+Which steps it counts: the warm-up steps after the first, when there are two or more. The first step differs
+(lazy allocations, ZeRO-3's first trace); the later ones send what a timed step sends. The counter then turns the
+logger off before the first timed step, so the timed steps run without it. A 1-bit optimizer's timed steps are
+counted instead (its compressed phase starts at its freeze step, inside them), and so are the timed steps of a run
+with fewer than two warm-up steps; the row says which (`comm.counted`). The counter empties the logger before the
+first counted step and after each (outside the clock) and reads its totals at the end of each, so
+deepspeed.initialize's broadcasts are not counted and the logger's lists of latencies do not grow with the run.
 
-What the logger costs inside the clock: while enabled, DeepSpeed synchronises the device after every collective (a
-no-op on CPU ranks; on GPUs it keeps communication from overlapping computation), and its per-op timer is read with
+What the logger costs where it is on: DeepSpeed synchronises the device after every collective (a no-op on CPU
+ranks; on GPUs it keeps communication from overlapping computation: a ZeRO-3 step of gpt2-xl on 2 H200s took 4.75 s
+with it and 1.17 s without, bench/multigpu/rows/logger-z3.jsonl), and its per-op timer is read with
 elapsed(reset=False), which walks every earlier call of that op (so the logged latencies are running totals, not
 per call, and each call costs more than the last). The counter resets those timers at every step boundary, which
-keeps the walk to one step's calls; `dsx run --no-comm-log` times a run without the logger at all.
+keeps the walk to one step's calls; `dsx run --no-comm-log` runs without the logger at all.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import functools
 import inspect
 
+from dsx.comm.logger import logger_in_timed_steps
 from dsx.config_facts import ONEBIT
 from dsx.rank.protocol import GATHERS, CollectiveCount, CommLog
 
@@ -51,18 +57,24 @@ def totals(comms_dict: dict) -> dict[str, tuple[int, int]]:
 
 
 class CommCounter:
-    """Counts the timed steps' collectives: `begin()` when they start, `before_step()` / `after_step()` around each
-    (outside the clock), `log()` at the end. Counts nothing when the logger is off (dsx run --no-comm-log)."""
+    """Counts the collectives of the steps it counts (the module's docstring says which): `before(i)` and
+    `after(i)` around step i of the run (0 = the first warm-up step; outside the clock), `log()` at the end. Counts
+    nothing when the logger is off (dsx run --no-comm-log)."""
 
-    def __init__(self, engine, ds_config: dict):
+    def __init__(self, engine, ds_config: dict, warmup: int):
         import deepspeed.comm.comm as ds_comm
 
         self.logger = ds_comm.comms_logger
         self.timers = ds_comm.timers
         self.engine = engine
+        self.warmup = warmup
         kind = str((ds_config.get("optimizer") or {}).get("type", "")).lower()
         self.onebit = kind in ONEBIT
         self.result = CommLog(compressed=[] if self.onebit else None)
+        self.outside_clock = bool(self.logger.enabled) and not logger_in_timed_steps(True, ds_config, warmup)
+        """Count warm-up steps 1..warmup-1 and turn the logger off for the timed steps."""
+        if self.outside_clock:
+            self.result.counted = "warm-up"
         self.gathered: dict[str, int] = {}
         """Log name -> this step's gathered bytes (message size x group size) of its all-gathers."""
         if not self.logger.enabled:
@@ -102,18 +114,25 @@ class CommCounter:
         self.gathered.clear()
         self._reset_timers()
 
-    def begin(self) -> None:
-        """Forget what initialize and the warm-up steps sent."""
-        self._forget()
+    def counts(self, index: int) -> bool:
+        """Whether step `index` of the run (0 = the first warm-up step) is one the counter counts."""
+        return 1 <= index < self.warmup if self.outside_clock else index >= self.warmup
 
-    def before_step(self) -> None:
-        if self.onebit:
+    def before(self, index: int) -> None:
+        """Before step `index`: forget what came before the first counted step; turn the logger off at the first
+        timed step when the warm-up steps were counted."""
+        if index == (1 if self.outside_clock else self.warmup):
+            self._forget()
+        if self.outside_clock and index == self.warmup:
+            self.logger.enabled = False
+        if self.onebit and self.counts(index):
             flag = getattr(self.engine, "pipeline_enable_backward_allreduce", None)
             flag = self.engine.enable_backward_allreduce if flag is None else flag
             self.result.compressed.append(not flag)
 
-    def after_step(self) -> None:
-        if not self.enabled:
+    def after(self, index: int) -> None:
+        """After step `index`: its collectives, when counted."""
+        if not self.enabled or not self.counts(index):
             return
         self.result.steps.append({name: CollectiveCount(calls=calls, logged_bytes=logged,
                                                         gathered_bytes=self.gathered.get(name))

@@ -86,7 +86,7 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
     maybe_inject(injection, rank, None)
     if install_gradient_fault(injection, rank, trainer.engine.module):
         report.notes.append("injected: the first block's gradients are zeroed (--inject-failure grad)")
-    comm = CommCounter(trainer.engine, ds_config)
+    comm = CommCounter(trainer.engine, ds_config, plan.warmup)
 
     from dsx.data.batches import Batches
 
@@ -110,10 +110,9 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
             # the memory so far goes into the report written now: a run later cut by its timeout still has it
             collect_memory(torch, device, on_cuda, nvml, report)
             progress.phase("warmup_done")
-            comm.begin()
         if timed_index >= 0:
             maybe_inject(injection, rank, timed_index)
-            comm.before_step()
+        comm.before(i)
         made = time.perf_counter()
         batches = [{k: v.to(device, non_blocking=True) for k, v in batch.items()} for batch in data.step(i)]
         sync()
@@ -126,10 +125,10 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
         if timed_index >= 0:
             report.step_time_s.append(elapsed)
             report.loss.append(value)
-            comm.after_step()
         else:
             report.warmup_step_time_s.append(elapsed)
             report.warmup_loss.append(value)
+        comm.after(i)
         if nvml is not None:
             nvml.sample()
     report.comm = comm.log()

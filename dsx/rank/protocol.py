@@ -153,12 +153,15 @@ class CollectiveCount(BaseModel):
 
 
 class CommLog(BaseModel):
-    """What DeepSpeed's comms logger recorded on this rank in each timed step (dsx.rank.comms), by log name."""
+    """What DeepSpeed's comms logger recorded on this rank in each counted step (dsx.rank.comms), by log name."""
 
     steps: list[dict[str, CollectiveCount]] = Field(default_factory=list)
     compressed: list[bool] | None = None
     """1-bit optimizers: per timed step, whether it ran in the compressed phase (its gradient exchange done by the
     optimizer's compressed allreduce, the engine's own allreduce off); None for other optimizers."""
+    counted: Literal["timed", "warm-up"] = "timed"
+    """Which steps `steps` are: the warm-up steps after the first, with the logger off in the timed steps (dsx.rank.
+    comms: its device synchronisation after every collective stays out of the clock), or the timed steps."""
     note: str | None = None
     """Why nothing was counted, when so."""
 class PipelineRankInfo(BaseModel):
