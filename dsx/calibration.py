@@ -59,6 +59,10 @@ class GpuKind:
     rows. 0: no width dependence."""
     widest_hidden: int = 0
     """The widest hidden size the width curve was fitted on: wider models get its factor (not extrapolated)."""
+    host_loop_ns: float = 0.0
+    """The Python speed (dsx.host.python_loop_ns) of a host on which zero3_s_per_module_pass holds: ZeRO-3's hooks
+    run in Python, so a row measured on a host of h ns prices them x h / host_loop_ns (HOST_SPEED_RUNS). 0: not
+    measured for this kind, the hooks unscaled."""
     allocator_headroom_bytes: int = 0
     """Free memory an allocation still failed with near the boundary (the caching allocator cannot place a large
     block in fragmented space): the largest shortfall among HEADROOM_FILE's out-of-memory trials predicted to fit."""
@@ -140,6 +144,21 @@ H200_CALIBRATION_RUN_IDS = frozenset({
 })
 """The run_id of every row of H200_CALIBRATION_FILES (the six roles twice, three of them a third time)."""
 
+HOST_SPEED_RUNS = (  # (file, a ZeRO-3 row's run id, the host's python_loop_ns measured before it)
+    ("bench/estimator/h200_host_probe/a/host_probe.jsonl", "8fa99136ffb64001add8838b30ca03c7", 49.39),
+    ("bench/estimator/h200_host_probe/b/host_probe.jsonl", "3258e2520b3b47f7a30ce3fb6a706fe2", 82.73),
+    ("bench/estimator/h200_host_probe/c/host_probe.jsonl", "29fcd59f2544497b8749a5919468a0f0", 67.64),
+)
+"""One ZeRO-3 configuration (gpt2-xl, one GPU, eager, micro-batch 8 x 2) on three fresh H200 machines, each after
+bench/estimator/host_probe.py (2026-11-29 19:43-19:54 UTC, its probe then the median of 5 runs of 1,000,000 loop
+iterations; before rows recorded dsx.host.python_loop_ns themselves):
+1,045, 1,672 and 1,408 ms a step where ZeRO-1 took 470, 492 and 488. H200.host_loop_ns is the median over them of
+the host speed at which the hooks' share of the step is what zero3_s_per_module_pass prices (bench/estimator/
+calibrate.py: calibrate_host_speed)."""
+
+HOST_SPEED_RUN_IDS = frozenset(run_id for _, run_id, _ in HOST_SPEED_RUNS)
+"""Every row of HOST_SPEED_RUNS (calibration_role: 'host speed calibration')."""
+
 H200 = replace(
     H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
     context_bytes=2_036_203_520, fragmentation=1.147, achieved_fraction=0.3448, fixed_s_per_param=7.19e-11,
@@ -148,7 +167,8 @@ H200 = replace(
     host_bytes_per_param={1: 21.85, 2: 21.85, 3: 19.97},
     source="H200 SXM host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-29: the CALIBRATION_ROWS of "
            + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb); the allocator "
-           "headroom and the width curve are the H100's",
+           "headroom and the width curve are the H100's; the host speed from HOST_SPEED_RUNS (calibrate_host_speed)",
+    host_loop_ns=37.4,
 )
 """The H200 SXM: the H100 SXM's GH100 compute with 141 GB of HBM3e (dsx.gpus), calibrated on its own rows as the H100
 was: its achieved rate is 10% above the H100's (the bandwidth of HBM3e: the per-sample slope of the checkpointed pair
@@ -170,7 +190,8 @@ def calibration_role(row: dict) -> str:
     the compile factors), 'width calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration'
     (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the
     logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload
-    calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S) or 'judged'."""
+    calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host speed calibration' (a
+    HOST_SPEED_RUNS row: it set H200.host_loop_ns) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
@@ -183,6 +204,8 @@ def calibration_role(row: dict) -> str:
         return "ulysses calibration"
     if row.get("run_id") in ACT_OFFLOAD_RUN_IDS.values():
         return "act offload calibration"
+    if row.get("run_id") in HOST_SPEED_RUN_IDS:
+        return "host speed calibration"
     if (row.get("toggles") or {}).get("act_ckpt_offload") and row.get("time", "") < FIRST_OFFLOAD_BEFORE:
         return "first offload"
     if row.get("run_id") in H200_CALIBRATION_RUN_IDS:

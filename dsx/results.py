@@ -21,8 +21,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 # the parts a capability adds, re-exported: every module reads the row from here
-from dsx.row_parts import (CollectiveComm, Comm, CommPhase, CommPredicted, DataInfo, LaunchInfo, MemoryMax, ParityInfo,
-                           ParityVerdict, PipelineInfo, PipelineStage, SparseAttentionInfo, TrainerFigures, _Row)
+from dsx.row_parts import (CollectiveComm, Comm, CommPhase, CommPredicted, DataInfo, HostCpu, LaunchInfo, MemoryMax,
+                           ParityInfo, ParityVerdict, PipelineInfo, PipelineStage, SparseAttentionInfo, TrainerFigures,
+                           _Row)
 from dsx.safe_io import MAX_NESTING, UnreadableFile, not_a_regular_file, read_bounded
 from dsx.units import MIB
 
@@ -240,6 +241,8 @@ class RunRow(_Row):
     time: str
     """UTC, ISO 8601, when the run started."""
     host: str
+    host_cpu: HostCpu | None = None
+    """The CPU of the host dsx ran on; null in rows before it was recorded."""
     device: Literal["cuda", "cpu"]
     gpu_name: str | None = None
     gpu_count: int = 0

@@ -54,6 +54,18 @@ class CommPredicted(_Row):
     notes: list[str] = Field(default_factory=list)
 
 
+class HostCpu(_Row):
+    """The CPU of the host dsx ran on (dsx.host): what eager and ZeRO-3 steps wait on besides the GPU."""
+
+    model: str | None = None
+    """/proc/cpuinfo's model name."""
+    cpus: int
+    """CPUs dsx's process may run on (its affinity)."""
+    python_loop_ns: float | None = None
+    """dsx.host.python_loop_ns, measured by dsx just before it launched the ranks: the host's Python speed, which
+    ZeRO-3's hooks scale with (dsx.estimate prices them by it); null where not measured (a `dsx launch` row)."""
+
+
 class Comm(_Row):
     """Communication per optimizer step, counted by DeepSpeed's comms logger on every rank (dsx.comm)."""
 

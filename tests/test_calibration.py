@@ -45,6 +45,20 @@ def test_the_calibration_script_recomputes_the_h200s_constants_from_its_own_rows
     assert "# equal to dsx.calibration.GPUS['h200-141gb']" in out
 
 
+def test_the_h200s_host_speed_is_what_its_three_hosts_give():
+    from dsx.calibration import GPUS
+
+    assert bench_calibrate().calibrate_host_speed() == GPUS["h200-141gb"].host_loop_ns == 37.4
+    assert GPUS["h100-80gb"].host_loop_ns == 0  # not measured: the H100's hooks are not scaled
+
+
+def test_the_host_speed_rows_are_its_calibration_rows_and_their_zero1_rows_are_judged():
+    from dsx.calibration import HOST_SPEED_RUNS
+
+    for path in sorted({path for path, _, _ in HOST_SPEED_RUNS}):
+        assert Counter(map(calibration_role, read_rows(ROOT / path))) == {"host speed calibration": 1, "judged": 1}
+
+
 def test_calibration_roles_come_from_the_shipped_literals():
     assert Counter(map(calibration_role, read_rows(ROOT / HEADROOM_FILE))) == {"fit calibration": 9,
                                                                                 "calibration": 1}

@@ -276,6 +276,32 @@ def test_a_row_is_priced_with_the_logger_only_when_it_counted_the_timed_steps():
     assert setup_of_row({**row, "comm": {**row["comm"], "counted": "timed"}}).comm_log
 
 
+def test_zero3s_hooks_scale_with_the_hosts_python_speed_where_the_kind_knows_its_calibration_hosts():
+    from dsx.estimate.predict import zero3_hook_seconds
+
+    h200 = replace(_zero3_setup(3, 1), gpu=GPUS["h200-141gb"])
+    hooks = zero3_hook_seconds(h200)
+    assert zero3_hook_seconds(replace(h200, host_loop_ns=2 * 37.4)) == pytest.approx(2 * hooks)
+    assert step_time(replace(h200, host_loop_ns=2 * 37.4), 8) == pytest.approx(step_time(h200, 8) + hooks)
+    h100 = _zero3_setup(3, 1)
+    assert zero3_hook_seconds(replace(h100, host_loop_ns=2 * 37.4)) == zero3_hook_seconds(h100)
+    assert zero3_hook_seconds(replace(h200, ds_config={"zero_optimization": {"stage": 1}}, host_loop_ns=99)) == 0
+
+
+def test_a_row_carries_its_hosts_python_speed_into_the_estimate():
+    row = next(r for r in read_rows(ROOT / "bench/estimator/h200_host_probe/d/host_probe.jsonl")
+               if r["ds_config"]["zero_optimization"]["stage"] == 3)
+    assert setup_of_row(row).host_loop_ns == row["host_cpu"]["python_loop_ns"] == 85.2
+    assert "ZeRO-3's hooks: 1.11 s a step on this row's host, 85.2 ns a Python loop iteration" in " ".join(
+        estimate(setup_of_row(row), search_max=False).notes)
+
+
+def test_the_host_probe_is_the_fastest_of_its_short_runs_of_a_python_loop():
+    from dsx.host import python_loop_ns
+
+    assert 1 < python_loop_ns(iterations=1_000, samples=3) < 10_000
+
+
 @pytest.mark.parametrize("act_ckpt, passes", [(False, 2), (True, 3)])
 def test_zero3_charges_its_hooks_per_module_and_pass_and_again_in_the_recompute(act_ckpt, passes):
     """DeepSpeed hooks every submodule, parameterless ones included: llama-1b's 215 modules (146 parameter tensors);

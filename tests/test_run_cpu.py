@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dsx.comm import LOGGER_BLOCK
+from dsx.host import cpu_count, cpu_model
 from dsx.results import SCHEMA_VERSION, config_hash, parse_row, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +87,8 @@ def test_a_cpu_run_appends_one_complete_plausible_row(results, model, ranks, fla
     assert row.status == "ok" and row.error is None
     assert (row.device, row.gpu_name, row.gpu_count, row.world_size) == ("cpu", None, 0, ranks)
     assert all([row.versions.torch, row.versions.deepspeed, row.versions.transformers, row.versions.dsx])
+    assert (row.host_cpu.model, row.host_cpu.cpus) == (cpu_model(), cpu_count()) and row.host_cpu.model
+    assert 1 < row.host_cpu.python_loop_ns < 10_000  # ns per loop iteration, measured before the launch
     assert row.command == ["dsx", "run", *args, "--results", str(results)]
 
     # the config the ranks got

@@ -25,10 +25,11 @@ from dsx.calibration import (CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE, 
                              ZERO3_FETCH_PAIRS, ZERO3_FETCH_S,
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
-                             COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, GpuKind)
+                             COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, HOST_SPEED_RUNS,
+                             GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import (act_offload_bytes, overflow_check_seconds, sent_bytes, ulysses_bytes,
-                                  ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step)
+                                  ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step, zero3_hook_seconds)
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
 from dsx.models import count_modules, count_params, count_tensors, resolve_model
@@ -281,6 +282,23 @@ def calibrate_comm_logger(root: Path = ROOT) -> tuple[float, float]:
     return s_per_byte, float(f"{s_per_fetch:.3g}")
 
 
+def calibrate_host_speed(root: Path = ROOT) -> float:
+    """GpuKind.host_loop_ns from HOST_SPEED_RUNS (one ZeRO-3 configuration on hosts of different Python speed): per
+    row, the measured step less the estimate's other terms is the hooks' time; over what zero3_s_per_module_pass
+    prices them at (unscaled), the host's factor; the host's speed over its factor is the speed the constant holds
+    for. The median of those."""
+    speeds = []
+    for path, run_id, loop_ns in HOST_SPEED_RUNS:
+        row = {r["run_id"]: r for r in read_rows(root / path)}.get(run_id)
+        if row is None:
+            raise EstimateError(f"host speed calibration row missing in {path}: {run_id}")
+        setup = replace(setup_of_row(row), host_loop_ns=None)  # unscaled
+        hooks = zero3_hook_seconds(setup)
+        factor = (_step(row) - (step_time(setup, setup.micro_batch) - hooks)) / hooks
+        speeds.append(loop_ns / factor)
+    return float(f"{statistics.median(speeds):.3g}")
+
+
 def calibrate_ulysses(rows: list[dict]) -> float:
     """ULYSSES_BYTES_PER_S from the ULYSSES_RUN_IDS pair of `rows` (one configuration over a Ulysses group and on one
     rank): the group's measured step less its other predicted terms, those scaled by the one-rank row's measured /
@@ -380,7 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# the comms logger, from {', '.join(sorted({path for path, _, _ in COMM_LOGGER_PAIRS}))}: "
           f"COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH = {logger!r}"
           + ("" if logger == shipped_logger else f"  # dsx ships {shipped_logger!r}"))
-    return 1 if differ or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
+    host = calibrate_host_speed()
+    print(f"# the host's Python speed, from {', '.join(path for path, _, _ in HOST_SPEED_RUNS)}: "
+          f"GPUS['h200-141gb'].host_loop_ns = {host!r}"
+          + ("" if host == GPUS["h200-141gb"].host_loop_ns else f"  # dsx ships {GPUS['h200-141gb'].host_loop_ns!r}"))
+    return 1 if differ or host != GPUS["h200-141gb"].host_loop_ns or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
         else 0

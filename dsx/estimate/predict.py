@@ -201,13 +201,27 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     seconds += compute_seconds(setup, micro_batch, setup.grad_accum)  # a Ulysses rank: its shard's tokens
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
-    if stage == 3:
-        from dsx.models import count_modules
+    return (seconds + zero3_hook_seconds(setup) + zero3_fetch_seconds(setup) + ulysses_seconds(setup)
+            + act_offload_seconds(setup) + comm_logger_seconds(setup))
 
-        passes = (3 if setup.act_ckpt else 2) * setup.grad_accum  # checkpointing's recompute runs the hooks again
-        seconds += gpu.zero3_s_per_module_pass * count_modules(setup.resolved) * passes
-    return (seconds + zero3_fetch_seconds(setup) + ulysses_seconds(setup) + act_offload_seconds(setup)
-            + comm_logger_seconds(setup))
+
+def zero3_hook_seconds(setup: Setup) -> float:
+    """ZeRO-3's hooks (every module, every forward and backward pass; checkpointing's recompute runs them again) at
+    zero3_s_per_module_pass, x host_factor; 0 below ZeRO-3."""
+    if zero_layout(setup.ds_config)[0] != 3:
+        return 0.0
+    from dsx.models import count_modules
+
+    passes = (3 if setup.act_ckpt else 2) * setup.grad_accum
+    return setup.gpu.zero3_s_per_module_pass * count_modules(setup.resolved) * passes * host_factor(setup)
+
+
+def host_factor(setup: Setup) -> float:
+    """The run's host against the calibration's (host_loop_ns over GpuKind.host_loop_ns): what ZeRO-3's Python hooks
+    take there; 1 where either is unknown."""
+    if not (setup.host_loop_ns and setup.gpu.host_loop_ns):
+        return 1.0
+    return setup.host_loop_ns / setup.gpu.host_loop_ns
 
 
 def act_offload_bytes(setup: Setup) -> float:
@@ -292,6 +306,11 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+    if (hooks := zero3_hook_seconds(setup)) and setup.gpu.host_loop_ns:
+        on_host = (f"this row's host, {setup.host_loop_ns:.1f} ns a Python loop iteration" if setup.host_loop_ns else
+                   f"a host of {setup.gpu.host_loop_ns:.3g} ns a Python loop iteration, the calibration's")
+        notes.append(f"ZeRO-3's hooks: {hooks:.2f} s a step on {on_host} (they run in Python and scale with the host's "
+                     "speed, dsx.host.python_loop_ns; dsx.calibration.GpuKind.host_loop_ns)")
     if check := overflow_check_seconds(setup):
         why = ("bf16.check_grad_overflow false drops it, and with it the skipping of a step whose gradients "
                "overflowed") if precision == "bf16" else "fp16's loss scaling needs it"

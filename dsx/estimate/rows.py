@@ -43,7 +43,7 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
                  sequence_parallel=group if group > 1 else None,
                  sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len),
-                 comm_log=_logger_timed(row),
+                 comm_log=_logger_timed(row), host_loop_ns=(row.get("host_cpu") or {}).get("python_loop_ns"),
                  first_step_only=row.get("steps", 0) + row.get("warmup", 0) == 1)
 
 

@@ -65,6 +65,9 @@ class Setup:
     """DeepSpeed's comms logger on in the timed steps (dsx.comm.logger.logger_in_timed_steps: a 1-bit run's, or one
     with fewer than two warm-up steps; dsx run counts the warm-up steps otherwise): it synchronises the device after
     every collective, so on several ranks the step waits for each (dsx.estimate.predict.comm_logger_seconds)."""
+    host_loop_ns: float | None = None
+    """The Python speed of the host the run ran on (a row's host_cpu.python_loop_ns, dsx.host): ZeRO-3's hooks scale
+    with it (dsx.calibration.GpuKind.host_loop_ns); None: the calibration host's."""
     first_step_only: bool = False
     """A row that ran one step (no warm-up): Adam makes its moments in that step's optimizer step, so its forward
     and backward ran without them (judging such rows only; training runs more steps)."""

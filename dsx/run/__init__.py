@@ -48,9 +48,12 @@ def execute(prepared: Prepared, on_start=None, amend=None) -> RunRow:
     on_start(process_group_id) is called once the launcher runs (`dsx sweep` records it to reap the group if dsx
     itself is killed); amend(row), when given, completes the row before it is appended (dsx.parity adds its
     verdict)."""
+    from dsx.host import python_loop_ns
+
+    loop_ns = python_loop_ns()  # the host's Python speed, measured before the ranks load it
     completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
                          echo=prepared.request.echo, on_start=on_start)
-    row = gather(prepared, completed)
+    row = gather(prepared, completed, loop_ns)
     if amend is not None:
         amend(row)
     append_row(prepared.request.results, row)

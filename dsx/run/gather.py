@@ -13,12 +13,13 @@ import socket
 import statistics
 import time
 
-from dsx.host import package_versions, process_start_time
+from dsx.host import cpu_count, cpu_model, package_versions, process_start_time
 from dsx.rank.protocol import TIMELINE, RankReport, rank_report_path, read_rank_report
 from dsx.results import (
     MEMORY_FIELDS, DataInfo, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow,
     SparseAttentionInfo, StepTime, SweepInfo, Toggles, Versions, config_hash,
 )
+from dsx.row_parts import HostCpu
 from dsx.run.pipeline import data_parallel, pipeline_row
 from dsx.run.prepare import Prepared
 
@@ -312,9 +313,9 @@ def _act_ckpt(prepared) -> bool:
     return bool(prepared.rank_plan.toggles.act_ckpt) if prepared.rank_plan is not None else False
 
 
-def gather(prepared: Prepared, completed) -> RunRow:
+def gather(prepared: Prepared, completed, python_loop_ns: float | None = None) -> RunRow:
     """The row of a finished (or failed, or killed) launch (dsx.processes.Completed), from every rank's last
-    report."""
+    report; python_loop_ns: the host's Python speed measured before the launch (dsx.host)."""
     request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
     jit_built = completed.jit_built
     ranks = [read_rank_report(prepared.run_dir, r) for r in range(world)]
@@ -329,7 +330,10 @@ def gather(prepared: Prepared, completed) -> RunRow:
     ran = next((r.versions for r in present if r.versions), None) or {}
     versions.update({k: v for k, v in ran.items() if v})  # the ranks' own (a --python lane's)
     return RunRow(
-        run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(), device=prepared.device,
+        run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(),
+        host_cpu=HostCpu(model=cpu_model(), cpus=cpu_count(),
+                         python_loop_ns=round(python_loop_ns, 2) if python_loop_ns is not None else None),
+        device=prepared.device,
         gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
         versions=Versions(**versions),
         ds_config=prepared.ds_config, ds_config_hash=config_hash(prepared.ds_config),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsx.results import LaunchInfo, NodesInfo, Overhead, RunRow, TrainerFigures, Versions, config_hash
+from dsx.row_parts import HostCpu
 
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 """What a rank prints when the GPU ran out of memory (torch's CUDA allocator and cuBLAS)."""
@@ -84,7 +85,7 @@ def status_of(completed, interrupted: bool) -> tuple[str, str | None]:
 
 def launch_row(record: LaunchRecord, completed, memory, trainer: TrainerFigures | None,
                interrupted: bool = False) -> RunRow:
-    from dsx.host import package_versions, process_start_time
+    from dsx.host import cpu_count, cpu_model, package_versions, process_start_time
 
     status, error = status_of(completed, interrupted)
     wall = completed.ended - completed.started
@@ -97,7 +98,7 @@ def launch_row(record: LaunchRecord, completed, memory, trainer: TrainerFigures 
         versions.update(lane_versions)
     return RunRow(
         kind="launch", run_id=record.run_id, time=record.started_utc, host=socket.gethostname(),
-        device=record.device, gpu_name=record.gpu_names[0] if record.gpu_names else None,
+        host_cpu=HostCpu(model=cpu_model(), cpus=cpu_count()), device=record.device, gpu_name=record.gpu_names[0] if record.gpu_names else None,
         gpu_count=record.world_size if record.device == "cuda" else 0,
         versions=Versions(python=python_version, **versions),
         python=record.lane.python if record.lane is not None else None,
