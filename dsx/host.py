@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 
 from dsx.processes import capture
 

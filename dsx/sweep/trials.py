@@ -4,7 +4,6 @@ that repeats it, and which trials the results file already holds (the rows that 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
