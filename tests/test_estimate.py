@@ -292,8 +292,25 @@ def test_a_row_carries_its_hosts_python_speed_into_the_estimate():
     row = next(r for r in read_rows(ROOT / "bench/estimator/h200_host_probe/d/host_probe.jsonl")
                if r["ds_config"]["zero_optimization"]["stage"] == 3)
     assert setup_of_row(row).host_loop_ns == row["host_cpu"]["python_loop_ns"] == 85.2
-    assert "ZeRO-3's hooks: 1.11 s a step on this row's host, 85.2 ns a Python loop iteration" in " ".join(
+    assert "ZeRO-3's hooks: 1.11 s a step on a host of 85.2 ns a Python loop iteration (they run in Python" in " ".join(
         estimate(setup_of_row(row), search_max=False).notes)
+
+
+@pytest.mark.parametrize("flags, hooks", [([], "0.24 s a step on a host of 37.4 ns a Python loop iteration, the "
+                                               "calibration's (--host-speed: another)"),
+                                          (["--host-speed", "74.8"], "0.49 s a step on a host of 74.8 ns")])
+def test_estimate_prices_zero3s_hooks_for_the_calibration_host_or_the_one_given(flags, hooks):
+    out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", "3", "--gpu-kind", "h200-141gb",
+                                   "--micro-batch", "8", *flags])
+    assert out.exit_code == 0, out.output
+    assert f"ZeRO-3's hooks: {hooks}" in " ".join(out.output.split())
+
+
+@pytest.mark.parametrize("value", ["fast", "0", "-3", "inf", "nan"])
+def test_estimate_refuses_a_host_speed_that_is_not_a_positive_number_or_here(value):
+    out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", "3", "--host-speed", value])
+    assert out.exit_code == 2
+    assert f"--host-speed: ns a Python loop iteration (e.g. 60) or 'here', got {value!r}" in out.output
 
 
 def test_the_host_probe_is_the_fastest_of_its_short_runs_of_a_python_loop():

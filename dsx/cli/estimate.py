@@ -52,11 +52,15 @@ def nvme_path_of(config: dict) -> str | None:
               help="With --largest: the largest model whose best configuration is predicted at least X model TFLOP/s "
                    "per GPU (dsx estimate's speed is rough: bench/estimator/README.md).")
 @sparse_options
+@click.option("--host-speed", metavar="NS|here",
+              help="The host's Python speed in ns a loop iteration (what dsx run records in a row's "
+                   "host_cpu.python_loop_ns; 'here': measure this machine): ZeRO-3's hooks scale with it. Default: "
+                   "the GPU kind's calibration host.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
             gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, sequence_parallel,
             act_ckpt_offload, tiled_mlp, kernels, fp8, host_memory, nvme_free,
-            largest, longest, min_tflops, sparse_attention, sparse_sets, as_json, **config_options):
+            largest, longest, min_tflops, sparse_attention, sparse_sets, host_speed, as_json, **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -171,7 +175,7 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   loss_tile_tokens=loss_tile, sequence_parallel=sequence, act_ckpt_offload=act_ckpt_offload,
                   tiled_mlp=tiled_mlp, host_memory=assumed.host_memory, liger=bool(plan and plan.liger),
                   fp8=plan.fp8 if plan else None, sparse_kept_tiles=sparse_tiles,
-                  nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)))
+                  nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)), host_loop_ns=_host_speed(host_speed))
     try:
         result = estimate(setup)
     except EstimateError as exc:
@@ -308,5 +312,23 @@ def render_comm(comm, params: int) -> str:
     return "\n".join(lines)
 
 
+def _host_speed(text: str | None) -> float | None:
+    """--host-speed: ns a Python loop iteration, or 'here' (dsx.host.python_loop_ns on this machine); None unset."""
+    if text is None:
+        return None
+    if text == "here":
+        from dsx.host import python_loop_ns
+
+        return round(python_loop_ns(), 2)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < 1e6):  # also refuses nan and inf
+        raise click.UsageError(f"--host-speed: ns a Python loop iteration (e.g. 60) or 'here', got {text!r}")
+    return value
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(command())
+

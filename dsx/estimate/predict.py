@@ -307,8 +307,9 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     elif setup.world_size > 1 and not setup.sequence_parallel:
         notes.append("communication between GPUs is not modelled: the speed is an upper bound")
     if (hooks := zero3_hook_seconds(setup)) and setup.gpu.host_loop_ns:
-        on_host = (f"this row's host, {setup.host_loop_ns:.1f} ns a Python loop iteration" if setup.host_loop_ns else
-                   f"a host of {setup.gpu.host_loop_ns:.3g} ns a Python loop iteration, the calibration's")
+        on_host = (f"a host of {setup.host_loop_ns:.1f} ns a Python loop iteration" if setup.host_loop_ns else
+                   f"a host of {setup.gpu.host_loop_ns:.3g} ns a Python loop iteration, the calibration's "
+                   "(--host-speed: another)")
         notes.append(f"ZeRO-3's hooks: {hooks:.2f} s a step on {on_host} (they run in Python and scale with the host's "
                      "speed, dsx.host.python_loop_ns; dsx.calibration.GpuKind.host_loop_ns)")
     if check := overflow_check_seconds(setup):
