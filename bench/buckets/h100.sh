@@ -21,7 +21,6 @@ out=${1:?$usage}
 shift
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
-adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
 res=$out/runs.jsonl
 start_log "$out/h100.log"
 

@@ -29,6 +29,10 @@
 #                            keep_copies stops the first loop (with its last copy) before it starts its own.
 #   stop_copies              stop the loop now and make its last copy_out (nothing when no loop runs)
 #   show_log                 the log's command, exit and figure lines (what a device command prints at its end)
+# and the dsx flag sets the scripts share:
+#   adam                     torch's fused AdamW in place of DeepSpeed's FusedAdam (no JIT build)
+#   lean                     bench/mfu's tuned semantics for GPT-2 shapes, less compile: vocabulary 50304, sequence
+#                            1024, TF32, dropout 0, adam, no clipping, no bf16 overflow check
 _wh=${1:-.whl}
 _wheels=$(cd "$_wh" 2>/dev/null && ls -1 -- *.whl 2>/dev/null | sort)
 if [ -n "${PRELUDE_NO_INSTALL:-}" ]; then
@@ -49,6 +53,10 @@ export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # one JIT cache for all runs of this machine (DeepSpeed ops build once)
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
+
+adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
+lean=(--vocab-pad 64 --seq-len 1024 --tf32 --set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0 "${adam[@]}"
+      --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)
 
 start_log() {
   log=$1

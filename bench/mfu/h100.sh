@@ -22,8 +22,7 @@ out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7)}
 shift
 [ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7)" >&2; exit 2; }
 source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
-adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
-lean=("${adam[@]}" --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)  # what the baseline does
+as_baseline=("${adam[@]}" --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)  # what the baseline does
 no_dropout=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0)
 baseline=(python3 bench/tools/torch_baseline.py --model gpt2 --vocab-pad 64)
 
@@ -76,7 +75,7 @@ for step in "$@"; do
     part4)
       start_log "$out/h100_part4.log"
       gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --steps 20 --warmup 5 --gpus 1 --results "$res" --timeout 110
-            --tf32 --compile "${lean[@]}")
+            --tf32 --compile "${as_baseline[@]}")
       run 90 "${baseline[@]}" --micro-batch 32 --compile --out "$out/baseline.jsonl"
       run 120 python3 -m dsx run "${gpt2[@]}" --zero 1 --micro-batch 32
       run 120 python3 -m dsx run "${gpt2[@]}" --zero 0 --micro-batch 32
@@ -92,7 +91,7 @@ for step in "$@"; do
     part5)
       start_log "$out/h100_part5.log"
       xl=(--model gpt2-xl --vocab-pad 64 --seq-len 1024 --warmup 3 --gpus 1 --zero 2 --results "$res" --timeout 270
-          --tf32 --compile "${lean[@]}")
+          --tf32 --compile "${as_baseline[@]}")
       mb=16
       run 280 python3 -m dsx run "${xl[@]}" --micro-batch $mb --steps 10 ||
         { mb=12; run 280 python3 -m dsx run "${xl[@]}" --micro-batch $mb --steps 10; }
@@ -101,7 +100,7 @@ for step in "$@"; do
     part6)
       start_log "$out/h100_part6.log"
       run 280 python3 -m dsx run --model gpt2-xl --vocab-pad 64 --seq-len 1024 --warmup 3 --gpus 1 --zero 2 \
-        --results "$res" --timeout 270 --tf32 --compile "${lean[@]}" --micro-batch 16 --grad-accum 4 \
+        --results "$res" --timeout 270 --tf32 --compile "${as_baseline[@]}" --micro-batch 16 --grad-accum 4 \
         --steps 5 "${no_dropout[@]}"
       python3 -m dsx config --zero 2 --micro-batch 16 --set optimizer.params.torch_adam=true \
         --set optimizer.params.fused=true --set gradient_clipping=0 --set bf16.check_grad_overflow=false \
@@ -114,7 +113,7 @@ for step in "$@"; do
     part7)
       start_log "$out/h100_part7.log"
       run 300 python3 -m dsx run --model gpt2-xl --vocab-pad 64 --seq-len 1024 --warmup 2 --gpus 1 --zero 2 \
-        --results "$res" --timeout 290 --tf32 --compile "${lean[@]}" --micro-batch 16 --grad-accum 8 \
+        --results "$res" --timeout 290 --tf32 --compile "${as_baseline[@]}" --micro-batch 16 --grad-accum 8 \
         --steps 5 "${no_dropout[@]}"
       ;;
     *)

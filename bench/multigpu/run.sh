@@ -65,6 +65,10 @@
 #   logger-warm ~6 min        logger-z3's gpt2-xl on 2 GPUs with dsx's default since 2026-11-29 (the logger counts the
 #                             second warm-up step, off in the timed steps), without the logger, with it in the timed
 #                             steps (--warmup 1: as every default run before), then the default again
+#   host2       ~7 min        rows that carry their host's Python speed (dsx.host, since 2026-11-29) for the estimate's
+#                             host terms: host_probe.py, then GPT-2 124M as comm2 runs it at ZeRO-1 and ZeRO-3 on 2
+#                             GPUs and on 1, then logger-warm's gpt2-xl ZeRO-3 (dsx's default) on 2 GPUs and on 1,
+#                             then the probe again
 #   zeropp2     ~5.5-6.5 min  its second half: ZeRO-3, then DeepSpeed's quantizer op built on its own (within 240 s;
 #                             h200x2.sh had 12 runs of ~40 s and this build in one command, more than 10 minutes:
 #                             its ZeRO++ runs, last, did not finish), then qwZ (int8 weights), hpZ (a secondary
@@ -147,7 +151,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -164,9 +168,6 @@ dry=()
 [ -n "${DRY:-}" ] && dry=(--dry-run)
 best=${BEST_ZERO:-1}
 
-adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
-lean=(--vocab-pad 64 --seq-len 1024 --tf32 --set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0 "${adam[@]}"
-      --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)
 tuned=(--model gpt2-xl "${lean[@]}" --compile --micro-batch 16 --grad-accum 8 --steps 6 --warmup 2)
 tuned_z3=(--model gpt2-xl "${lean[@]}" --micro-batch 8 --grad-accum 2 --zero 3 --steps 5 --warmup 2 --no-comm-log)
 default=(--model gpt2-xl --micro-batch 8 --steps 10 --warmup 3)
@@ -450,6 +451,18 @@ for p in "$@"; do
       dsx_run 150 "${tuned_z3[@]}" --gpus 2
       dsx_run 170 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2 --warmup 1
       dsx_run 150 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2
+      finish
+      ;;
+    host2)
+      begin "$p"
+      python3 bench/estimator/host_probe.py >>"$log" 2>&1
+      for z in 1 3; do
+        dsx_run 120 "${gpt2[@]}" --zero "$z" "${adam[@]}"
+        dsx_run 120 "${gpt2[@]}" --zero "$z" "${adam[@]}" --gpus 1  # the last --gpus wins
+      done
+      dsx_run 150 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2
+      dsx_run 150 "${tuned_z3[@]}" --gpus 1
+      python3 bench/estimator/host_probe.py >>"$log" 2>&1
       finish
       ;;
     zeropp2)

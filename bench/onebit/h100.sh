@@ -20,7 +20,6 @@ start_log "$out/h100.log"
 "$lane18" -c "import deepspeed, cupy; print('lane', deepspeed.__version__, deepspeed.__file__, 'cupy', cupy.__version__)" \
   >>"$log" 2>&1
 gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 8 --gpus 1 --results "$res" --timeout 150)
-adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
 
 run 170 python3 -m dsx run "${gpt2[@]}" --zero 2 --steps 15 --warmup 5 "${adam[@]}"
 run 170 python3 -m dsx run "${gpt2[@]}" --zero 2 --steps 15 --warmup 5 "${adam[@]}" --no-comm-log

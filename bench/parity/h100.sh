@@ -29,7 +29,6 @@ source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
 set_deadline "${DEADLINE_S:-560}"
 mkdir -p "$out"
 export RUN_SIGNAL=INT  # dsx stops its ranks' process group and exits; the rows so far stay
-adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
 nodrop=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0)
 # gpt2-xl at lr 1e-4 from step 0 spikes to a loss of 15 at step 3 (the first command's rows, first_gpt2xl.log): a
 # warm-up over the check's 10 steps keeps it stable, where the check can tell compile from a wrong gradient
