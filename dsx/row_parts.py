@@ -62,8 +62,12 @@ class HostCpu(_Row):
     cpus: int
     """CPUs dsx's process may run on (its affinity)."""
     python_loop_ns: float | None = None
-    """dsx.host.python_loop_ns, measured by dsx just before it launched the ranks: the host's Python speed, which
-    ZeRO-3's hooks scale with (dsx.estimate prices them by it); null where not measured (a `dsx launch` row)."""
+    """The host's Python speed, which ZeRO-3's hooks scale with (dsx.estimate prices them by it): the faster of
+    python_loop_probes; null where not measured (a `dsx launch` row)."""
+    python_loop_probes: list[float] = []
+    """dsx.host.python_loop_ns just before dsx launched the ranks and just after they exited (empty in older rows,
+    whose python_loop_ns is the first alone). Two moments, the faster kept: 4 of 14 single probes on three H200 hosts
+    read 1.4-1.9x their host's other probes (bench/estimator/README.md)."""
 
 
 class Comm(_Row):

@@ -50,10 +50,10 @@ def execute(prepared: Prepared, on_start=None, amend=None) -> RunRow:
     verdict)."""
     from dsx.host import python_loop_ns
 
-    loop_ns = python_loop_ns()  # the host's Python speed, measured before the ranks load it
+    before = python_loop_ns()  # the host's Python speed, before the ranks load it and after they exit (dsx.host)
     completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
                          echo=prepared.request.echo, on_start=on_start)
-    row = gather(prepared, completed, loop_ns)
+    row = gather(prepared, completed, (before, python_loop_ns()))
     if amend is not None:
         amend(row)
     append_row(prepared.request.results, row)
