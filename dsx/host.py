@@ -133,3 +133,33 @@ def python_loop_ns(iterations: int = 10_000, samples: int = 25) -> float:
         return (time.perf_counter() - start) / iterations * 1e9
 
     return min(once() for _ in range(samples))
+
+
+class HostSpeedSampler:
+    """python_loop_ns just before a launch, every `every_s` seconds while it runs (a thread of dsx's own process, which
+    only waits on the ranks then) and just after it: the host's Python speed over the run, not at one moment. On H200
+    hosts one probe read 1.4-1.9x another of the same host minutes apart (bench/estimator/README.md), and a machine
+    whose probes before its runs read 40-45 ns ran ZeRO-3 as hosts of 60-75 ns do."""
+
+    def __init__(self, every_s: float = 2.0, probe=None) -> None:
+        import threading
+
+        self.every_s = every_s
+        self.probe = probe or python_loop_ns
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="dsx-host-speed", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.samples.append(self.probe())
+
+    def __enter__(self) -> "HostSpeedSampler":
+        self.samples.append(self.probe())
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(self.probe())

@@ -62,12 +62,11 @@ class HostCpu(_Row):
     cpus: int
     """CPUs dsx's process may run on (its affinity)."""
     python_loop_ns: float | None = None
-    """The host's Python speed, which ZeRO-3's hooks scale with (dsx.estimate prices them by it): the faster of
-    python_loop_probes; null where not measured (a `dsx launch` row)."""
+    """The host's Python speed, which ZeRO-3's hooks scale with (dsx.estimate prices them by it): the median of
+    python_loop_probes (older rows: one probe just before the launch); null where not measured (a `dsx launch` row)."""
     python_loop_probes: list[float] = []
-    """dsx.host.python_loop_ns just before dsx launched the ranks and just after they exited (empty in older rows,
-    whose python_loop_ns is the first alone). Two moments, the faster kept: 4 of 14 single probes on three H200 hosts
-    read 1.4-1.9x their host's other probes (bench/estimator/README.md)."""
+    """dsx.host.python_loop_ns in time order: just before dsx launched the ranks, every 2 s while they ran, and just
+    after they exited (dsx.host.HostSpeedSampler); empty in older rows."""
 
 
 class Comm(_Row):

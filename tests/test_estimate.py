@@ -325,6 +325,22 @@ def test_the_host_probe_is_the_fastest_of_its_short_runs_of_a_python_loop(monkey
     assert python_loop_ns(iterations=1_000, samples=3) == pytest.approx(1_000)
 
 
+def test_the_host_speed_sampler_probes_before_during_and_after_what_it_wraps():
+    """A run's host speed is sampled over the run: one probe before, one every every_s while it runs, one after."""
+    import itertools
+    import time
+
+    from dsx.host import HostSpeedSampler
+
+    readings = itertools.count(1)
+    with HostSpeedSampler(every_s=0.05, probe=lambda: float(next(readings))) as sampler:
+        assert sampler.samples == [1.0]
+        time.sleep(0.5)
+    assert sampler.samples == [float(i) for i in range(1, len(sampler.samples) + 1)]
+    assert len(sampler.samples) >= 4  # before, at least two while it ran (~9 at 0.05 s), after
+    assert not sampler._thread.is_alive()
+
+
 @pytest.mark.parametrize("act_ckpt, passes", [(False, 2), (True, 3)])
 def test_zero3_charges_its_hooks_per_module_and_pass_and_again_in_the_recompute(act_ckpt, passes):
     """DeepSpeed hooks every submodule, parameterless ones included: llama-1b's 215 modules (146 parameter tensors);

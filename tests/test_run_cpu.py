@@ -88,9 +88,9 @@ def test_a_cpu_run_appends_one_complete_plausible_row(results, model, ranks, fla
     assert (row.device, row.gpu_name, row.gpu_count, row.world_size) == ("cpu", None, 0, ranks)
     assert all([row.versions.torch, row.versions.deepspeed, row.versions.transformers, row.versions.dsx])
     assert (row.host_cpu.model, row.host_cpu.cpus) == (cpu_model(), cpu_count()) and row.host_cpu.model
-    probes = row.host_cpu.python_loop_probes  # ns per loop iteration, before the launch and after it
-    assert len(probes) == 2 and all(1 < ns < 10_000 for ns in probes)
-    assert row.host_cpu.python_loop_ns == min(probes)  # the faster moment is the host's speed
+    probes = row.host_cpu.python_loop_probes  # ns per loop iteration: before the launch, every 2 s, after it
+    assert len(probes) >= 3 and all(1 < ns < 10_000 for ns in probes)  # a CPU run of a tiny model: 10-30 s
+    assert row.host_cpu.python_loop_ns == round(statistics.median(probes), 2)
     assert row.command == ["dsx", "run", *args, "--results", str(results)]
 
     # the config the ranks got

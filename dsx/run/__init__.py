@@ -48,12 +48,12 @@ def execute(prepared: Prepared, on_start=None, amend=None) -> RunRow:
     on_start(process_group_id) is called once the launcher runs (`dsx sweep` records it to reap the group if dsx
     itself is killed); amend(row), when given, completes the row before it is appended (dsx.parity adds its
     verdict)."""
-    from dsx.host import python_loop_ns
+    from dsx.host import HostSpeedSampler
 
-    before = python_loop_ns()  # the host's Python speed, before the ranks load it and after they exit (dsx.host)
-    completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
-                         echo=prepared.request.echo, on_start=on_start)
-    row = gather(prepared, completed, (before, python_loop_ns()))
+    with HostSpeedSampler() as host_speed:  # the host's Python speed before, during and after the run
+        completed = run_plan(prepared.launch, prepared.request.timeout_s, log_path=prepared.run_dir / "launcher.log",
+                             echo=prepared.request.echo, on_start=on_start)
+    row = gather(prepared, completed, tuple(host_speed.samples))
     if amend is not None:
         amend(row)
     append_row(prepared.request.results, row)

@@ -315,7 +315,7 @@ def _act_ckpt(prepared) -> bool:
 
 def gather(prepared: Prepared, completed, python_loop_probes: tuple[float, ...] = ()) -> RunRow:
     """The row of a finished (or failed, or killed) launch (dsx.processes.Completed), from every rank's last
-    report; python_loop_probes: the host's Python speed measured before the launch and after it (dsx.host)."""
+    report; python_loop_probes: the host's Python speed before, during and after the launch (dsx.host)."""
     request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
     jit_built = completed.jit_built
     ranks = [read_rank_report(prepared.run_dir, r) for r in range(world)]
@@ -332,7 +332,7 @@ def gather(prepared: Prepared, completed, python_loop_probes: tuple[float, ...] 
     return RunRow(
         run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(),
         host_cpu=HostCpu(model=cpu_model(), cpus=cpu_count(),
-                         python_loop_ns=round(min(python_loop_probes), 2) if python_loop_probes else None,
+                         python_loop_ns=round(statistics.median(python_loop_probes), 2) if python_loop_probes else None,
                          python_loop_probes=[round(ns, 2) for ns in python_loop_probes]),
         device=prepared.device,
         gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
