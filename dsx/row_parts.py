@@ -63,7 +63,8 @@ class HostCpu(_Row):
     """CPUs dsx's process may run on (its affinity)."""
     python_loop_ns: float | None = None
     """The host's Python speed, which ZeRO-3's hooks scale with (dsx.estimate prices them by it): the median of
-    python_loop_probes (older rows: one probe just before the launch); null where not measured (a `dsx launch` row)."""
+    python_loop_probes (older rows: one probe just before the launch; rows of 2026-11-29 22:52-23:05 UTC: the faster
+    of two); null where not measured (a `dsx launch` row)."""
     python_loop_probes: list[float] = []
     """dsx.host.python_loop_ns in time order: just before dsx launched the ranks, every 2 s while they ran, and just
     after they exited (dsx.host.HostSpeedSampler); empty in older rows."""

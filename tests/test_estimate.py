@@ -296,6 +296,15 @@ def test_a_row_carries_its_hosts_python_speed_into_the_estimate():
         estimate(setup_of_row(row), search_max=False).notes)
 
 
+def test_a_row_sampled_over_its_run_is_priced_at_the_median_of_its_probes():
+    """g's gpt2-xl ZeRO-3 row: 32 probes of 50-108 ns over the run; one probe alone could have read either end."""
+    row = next(r for r in read_rows(ROOT / "bench/estimator/h200_host_probe/g/host_probe.jsonl")
+               if r["model"]["preset"] == "gpt2-xl")
+    probes = row["host_cpu"]["python_loop_probes"]
+    assert len(probes) == 32 and min(probes) < 51 and max(probes) > 107
+    assert setup_of_row(row).host_loop_ns == row["host_cpu"]["python_loop_ns"] == 82.57
+
+
 @pytest.mark.parametrize("flags, hooks", [([], "0.24 s a step on a host of 37.4 ns a Python loop iteration, the "
                                                "calibration's (--host-speed: another)"),
                                           (["--host-speed", "74.8"], "0.49 s a step on a host of 74.8 ns")])

@@ -3,6 +3,8 @@ the Setup a run trial is about to run (how `dsx sweep` plans and `dsx run` check
 
 from __future__ import annotations
 
+import statistics
+
 from dsx.calibration import GPUS, GpuKind
 from dsx.config_facts import ulysses_group
 from dsx.estimate.states import EstimateError, Setup
@@ -43,8 +45,17 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
                  sequence_parallel=group if group > 1 else None,
                  sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len),
-                 comm_log=_logger_timed(row), host_loop_ns=(row.get("host_cpu") or {}).get("python_loop_ns"),
+                 comm_log=_logger_timed(row), host_loop_ns=_host_loop_ns(row),
                  first_step_only=row.get("steps", 0) + row.get("warmup", 0) == 1)
+
+
+def _host_loop_ns(row: dict) -> float | None:
+    """The host's Python speed the row ran at: the median of its probes (before, during and after the run), or its
+    one probe before the launch (older rows); None unmeasured. Rows of 2026-11-29 22:52-23:05 UTC hold two probes and
+    the faster as python_loop_ns: the median of every row is the one rule."""
+    host = row.get("host_cpu") or {}
+    probes = host.get("python_loop_probes")
+    return round(statistics.median(probes), 2) if probes else host.get("python_loop_ns")
 
 
 def _logger_timed(row: dict) -> bool:
