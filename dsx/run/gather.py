@@ -317,6 +317,7 @@ def gather(prepared: Prepared, completed, python_loop_probes: tuple[float, ...] 
     """The row of a finished (or failed, or killed) launch (dsx.processes.Completed), from every rank's last
     report; python_loop_probes: the host's Python speed before, during and after the launch (dsx.host)."""
     request, resolved, world = prepared.request, prepared.resolved, prepared.world_size
+    probes = [round(ns, 2) for ns in python_loop_probes]
     jit_built = completed.jit_built
     ranks = [read_rank_report(prepared.run_dir, r) for r in range(world)]
     present = [r for r in ranks if r]
@@ -332,8 +333,8 @@ def gather(prepared: Prepared, completed, python_loop_probes: tuple[float, ...] 
     return RunRow(
         run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(),
         host_cpu=HostCpu(model=cpu_model(), cpus=cpu_count(),
-                         python_loop_ns=round(statistics.median(python_loop_probes), 2) if python_loop_probes else None,
-                         python_loop_probes=[round(ns, 2) for ns in python_loop_probes]),
+                         python_loop_ns=round(statistics.median(probes), 2) if probes else None,
+                         python_loop_probes=probes),
         device=prepared.device,
         gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
         versions=Versions(**versions),
