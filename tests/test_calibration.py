@@ -45,6 +45,14 @@ def test_the_calibration_script_recomputes_the_h200s_constants_from_its_own_rows
     assert "# equal to dsx.calibration.GPUS['h200-141gb']" in out
 
 
+def test_a_calibration_missing_its_rows_names_the_roles_it_lacks():
+    from dsx.calibration import DROPOUT_RUN_IDS
+    from dsx.estimate import EstimateError
+
+    with pytest.raises(EstimateError, match=r"^dropout calibration rows missing: none$"):  # the row without dropout
+        bench_calibrate().calibrate_dropout([{"run_id": DROPOUT_RUN_IDS["dropout"]}])
+
+
 def test_the_h200s_host_speed_is_what_its_three_hosts_give():
     from dsx.calibration import GPUS
 

@@ -128,10 +128,7 @@ def calibrate_width(rows: list[dict], kind: GpuKind) -> tuple[int, int]:
     achieved_hidden hc. With the rate growing as h / (h + h0): m = h (hc + h0) / (hc (h + h0)), so
     h0 = h hc (1 - m) / (m hc - h)."""
     flat = replace(kind, width_half_hidden=0, widest_hidden=0)
-    by_id = {row["run_id"]: row for row in rows}
-    missing = [run_id for run_id in WIDTH_RUN_IDS if run_id not in by_id]
-    if missing:
-        raise EstimateError(f"width calibration rows missing: {', '.join(missing)}")
+    by_id = rows_of(rows, {run_id: run_id for run_id in WIDTH_RUN_IDS}, "width")
     ratios, widths = [], set()
     for run_id in WIDTH_RUN_IDS:
         setup = setup_of_row(by_id[run_id], flat)
@@ -181,22 +178,19 @@ def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
     step over the compiled row's measured step less the predicted non-compute terms."""
     from dataclasses import replace as replaced
 
-    by_id = {row["run_id"]: row for row in rows}
-    missing = [role for role, run_id in COMPILE_RUN_IDS.items() if run_id not in by_id]
-    if missing:
-        raise EstimateError(f"compile calibration rows missing: {', '.join(missing)}")
-    (s1, l1, h1), (s2, l2, h2) = (_eager_parts(by_id[COMPILE_RUN_IDS[role]]) for role in ("layers", "head"))
-    m1, m2 = (by_id[COMPILE_RUN_IDS[role]]["memory"]["max"]["peak_allocated"] for role in ("layers", "head"))
+    by_role = rows_of(rows, COMPILE_RUN_IDS, "compile")
+    (s1, l1, h1), (s2, l2, h2) = (_eager_parts(by_role[role]) for role in ("layers", "head"))
+    m1, m2 = (by_role[role]["memory"]["max"]["peak_allocated"] for role in ("layers", "head"))
     det = l1 * h2 - l2 * h1
     layer = ((m1 - s1) * h2 - (m2 - s2) * h1) / det
     head = (l1 * (m2 - s2) - l2 * (m1 - s1)) / det
-    compiled = by_id[COMPILE_RUN_IDS["layers"]]
+    compiled = by_role["layers"]
     setup = replaced(setup_of_row(compiled), compile=False)
     peak = peak_tflops(setup.gpu.name, "bf16") * 1e12
     compute = compute_flops(setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / (
         peak * setup.gpu.achieved_fraction)
     rest = step_time(setup, setup.micro_batch) - compute
-    speedup = compute / (compiled["figures"]["step_time_s"]["median"] - rest)
+    speedup = compute / (_step(compiled) - rest)
     return round(layer, 3), round(head, 3), round(speedup, 3)
 
 
@@ -204,18 +198,14 @@ def _measured_compute(row: dict, setup) -> float:
     """The compute term of a row: its measured median step less the estimate's non-compute terms for `setup`."""
     rest = step_time(setup, setup.micro_batch) - compute_flops(
         setup.resolved, setup.micro_batch, setup.grad_accum, setup.act_ckpt) / compute_rate(setup)
-    return row["figures"]["step_time_s"]["median"] - rest
+    return _step(row) - rest
 
 
 def calibrate_dropout(rows: list[dict]) -> float:
     """DROPOUT_FREE_SPEEDUP from the DROPOUT_RUN_IDS pair of `rows`: the compute term of the row with dropout (its
     measured step less the predicted non-compute terms) over that of the row without."""
-    by_id = {row["run_id"]: row for row in rows}
-    missing = [role for role, run_id in DROPOUT_RUN_IDS.items() if run_id not in by_id]
-    if missing:
-        raise EstimateError(f"dropout calibration rows missing: {', '.join(missing)}")
-    compute = {role: _measured_compute(by_id[run_id], setup_of_row(by_id[run_id]))
-               for role, run_id in DROPOUT_RUN_IDS.items()}
+    compute = {role: _measured_compute(row, setup_of_row(row))
+               for role, row in rows_of(rows, DROPOUT_RUN_IDS, "dropout").items()}
     return round(compute["dropout"] / compute["none"], 3)
 
 
@@ -235,6 +225,15 @@ def calibrate_kernels(rows: list[dict]) -> tuple[float, dict[str, float]]:
             ratios.append(base / kernel)
         factors[name] = round(statistics.median(ratios), 3)
     return factors["liger"], {"eager": factors["fp8 eager"], "compiled": factors["fp8 compiled"]}
+
+
+def rows_of(rows: list[dict], ids: dict[str, str], what: str) -> dict[str, dict]:
+    """{role: row} for `ids` ({role: run id}) among `rows`; EstimateError naming `what` and the roles missing."""
+    by_id = {row["run_id"]: row for row in rows}
+    missing = [role for role, run_id in ids.items() if run_id not in by_id]
+    if missing:
+        raise EstimateError(f"{what} calibration rows missing: {', '.join(missing)}")
+    return {role: by_id[run_id] for role, run_id in ids.items()}
 
 
 def pair_rows(root: Path, path: str, first: str, second: str, what: str) -> tuple[dict, dict]:
@@ -303,26 +302,20 @@ def calibrate_ulysses(rows: list[dict]) -> float:
     """ULYSSES_BYTES_PER_S from the ULYSSES_RUN_IDS pair of `rows` (one configuration over a Ulysses group and on one
     rank): the group's measured step less its other predicted terms, those scaled by the one-rank row's measured /
     predicted step (its error is the model's, not the all-to-alls'), is the all-to-alls' time; their bytes over it."""
-    by_id = {row["run_id"]: row for row in rows}
-    missing = [role for role, run_id in ULYSSES_RUN_IDS.items() if run_id not in by_id]
-    if missing:
-        raise EstimateError(f"Ulysses calibration rows missing: {', '.join(missing)}")
-    group, one = (by_id[ULYSSES_RUN_IDS[role]] for role in ("group of 4", "one rank"))
+    by_role = rows_of(rows, ULYSSES_RUN_IDS, "Ulysses")
+    group, one = by_role["group of 4"], by_role["one rank"]
     setup, single = setup_of_row(group), setup_of_row(one)
-    scale = one["figures"]["step_time_s"]["median"] / step_time(single, single.micro_batch)
+    scale = _step(one) / step_time(single, single.micro_batch)
     others = (step_time(setup, setup.micro_batch) - ulysses_seconds(setup)) * scale
-    return float(f"{ulysses_bytes(setup) / (group['figures']['step_time_s']['median'] - others):.3g}")
+    return float(f"{ulysses_bytes(setup) / (_step(group) - others):.3g}")
 
 
 def calibrate_act_offload(rows: list[dict]) -> float:
     """ACT_OFFLOAD_BYTES_PER_S from the ACT_OFFLOAD_RUN_IDS pair of `rows` (one configuration without and with
     --act-ckpt-offload, one command): the offloaded inputs' bytes over the measured step difference."""
-    by_id = {row["run_id"]: row for row in rows}
-    missing = [role for role, run_id in ACT_OFFLOAD_RUN_IDS.items() if run_id not in by_id]
-    if missing:
-        raise EstimateError(f"--act-ckpt-offload calibration rows missing: {', '.join(missing)}")
-    plain, offloaded = (by_id[ACT_OFFLOAD_RUN_IDS[role]] for role in ("checkpointing", "offloaded inputs"))
-    extra = offloaded["figures"]["step_time_s"]["median"] - plain["figures"]["step_time_s"]["median"]
+    by_role = rows_of(rows, ACT_OFFLOAD_RUN_IDS, "--act-ckpt-offload")
+    plain, offloaded = by_role["checkpointing"], by_role["offloaded inputs"]
+    extra = _step(offloaded) - _step(plain)
     return float(f"{act_offload_bytes(setup_of_row(offloaded)) / extra:.3g}")
 
 
