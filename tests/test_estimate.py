@@ -315,6 +315,20 @@ def test_estimate_prices_zero3s_hooks_for_the_calibration_host_or_the_one_given(
     assert f"ZeRO-3's hooks: {hooks}" in " ".join(out.output.split())
 
 
+@pytest.mark.parametrize("zero, share", [("3", "45%"), ("1", None)])
+def test_estimate_says_when_a_step_waits_on_the_host_and_so_moves_with_the_machine(zero, share):
+    out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", zero, "--gpu-kind", "h200-141gb",
+                                   "--micro-batch", "8", "--grad-accum", "2"])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())
+    if share:
+        assert (f"{share} of this step waits on the host (ZeRO-3's hooks and fetches, the per-tensor overflow check): "
+                "such steps move with the machine; one gpt2-xl ZeRO-3 configuration ran 0.95-1.67 s a step on nine "
+                "machines of one GPU kind") in said
+    else:
+        assert "waits on the host" not in said  # ZeRO-1: its overflow check is 61.5 of 645 ms
+
+
 @pytest.mark.parametrize("value", ["fast", "0", "-3", "inf", "nan"])
 def test_estimate_refuses_a_host_speed_that_is_not_a_positive_number_or_here(value):
     out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", "3", "--host-speed", value])

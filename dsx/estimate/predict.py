@@ -282,6 +282,11 @@ def ulysses_seconds(setup: Setup) -> float:
     return ulysses_bytes(setup) / ULYSSES_BYTES_PER_S
 
 
+HOST_BOUND_NOTE = 0.3
+"""The share of a predicted step spent on host-bound work from which the estimate says that its speed moves with the
+machine."""
+
+
 def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     config = setup.ds_config
     stage, offload, offload_params, _ = zero_layout(config)
@@ -312,6 +317,11 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                    "(--host-speed: another)")
         notes.append(f"ZeRO-3's hooks: {hooks:.2f} s a step on {on_host} (they run in Python and scale with the host's "
                      "speed, dsx.host.python_loop_ns; dsx.calibration.GpuKind.host_loop_ns)")
+    host_bound = (hooks + overflow_check_seconds(setup) + zero3_fetch_seconds(setup)) / seconds if seconds else 0.0
+    if host_bound >= HOST_BOUND_NOTE:
+        notes.append(f"{host_bound:.0%} of this step waits on the host (ZeRO-3's hooks and fetches, the per-tensor "
+                     "overflow check): such steps move with the machine; one gpt2-xl ZeRO-3 configuration ran 0.95-1.67 "
+                     "s a step on nine machines of one GPU kind (bench/estimator/README.md)")
     if check := overflow_check_seconds(setup):
         why = ("bf16.check_grad_overflow false drops it, and with it the skipping of a step whose gradients "
                "overflowed") if precision == "bf16" else "fp16's loss scaling needs it"
