@@ -317,12 +317,13 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                    "(--host-speed: another)")
         notes.append(f"ZeRO-3's hooks: {hooks:.2f} s a step on {on_host} (they run in Python and scale with the host's "
                      "speed, dsx.host.python_loop_ns; dsx.calibration.GpuKind.host_loop_ns)")
-    host_bound = (hooks + overflow_check_seconds(setup) + zero3_fetch_seconds(setup)) / seconds if seconds else 0.0
+    check = overflow_check_seconds(setup)
+    host_bound = (hooks + check + zero3_fetch_seconds(setup)) / seconds if seconds else 0.0
     if host_bound >= HOST_BOUND_NOTE:
         notes.append(f"{host_bound:.0%} of this step waits on the host (ZeRO-3's hooks and fetches, the per-tensor "
                      "overflow check): such steps move with the machine; one gpt2-xl ZeRO-3 configuration ran 0.95-1.67 "
                      "s a step on nine machines of one GPU kind (bench/estimator/README.md)")
-    if check := overflow_check_seconds(setup):
+    if check:
         why = ("bf16.check_grad_overflow false drops it, and with it the skipping of a step whose gradients "
                "overflowed") if precision == "bf16" else "fp16's loss scaling needs it"
         notes.append(f"DeepSpeed's overflow check: {check * 1e3:,.1f} ms a step "

@@ -3,11 +3,10 @@ the Setup a run trial is about to run (how `dsx sweep` plans and `dsx run` check
 
 from __future__ import annotations
 
-import statistics
-
 from dsx.calibration import GPUS, GpuKind
 from dsx.config_facts import ulysses_group
 from dsx.estimate.states import EstimateError, Setup
+from dsx.host import speed_of
 
 
 def gpu_kind_of(gpu_name: str | None) -> GpuKind | None:
@@ -55,7 +54,7 @@ def _host_loop_ns(row: dict) -> float | None:
     the faster as python_loop_ns: the median of every row is the one rule."""
     host = row.get("host_cpu") or {}
     probes = host.get("python_loop_probes")
-    return round(statistics.median(probes), 2) if probes else host.get("python_loop_ns")
+    return speed_of(probes) if probes else host.get("python_loop_ns")
 
 
 def _logger_timed(row: dict) -> bool:

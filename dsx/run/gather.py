@@ -13,7 +13,7 @@ import socket
 import statistics
 import time
 
-from dsx.host import cpu_count, cpu_model, package_versions, process_start_time
+from dsx.host import cpu_count, cpu_model, package_versions, process_start_time, speed_of
 from dsx.rank.protocol import TIMELINE, RankReport, rank_report_path, read_rank_report
 from dsx.results import (
     MEMORY_FIELDS, DataInfo, Figures, Memory, MemoryMax, ModelInfo, NodesInfo, Overhead, RankMemory, RankResult, RunRow,
@@ -333,7 +333,7 @@ def gather(prepared: Prepared, completed, python_loop_probes: tuple[float, ...] 
     return RunRow(
         run_id=prepared.run_id, time=prepared.started_utc, host=socket.gethostname(),
         host_cpu=HostCpu(model=cpu_model(), cpus=cpu_count(),
-                         python_loop_ns=round(statistics.median(probes), 2) if probes else None,
+                         python_loop_ns=speed_of(probes) if probes else None,
                          python_loop_probes=probes),
         device=prepared.device,
         gpu_name=gpu_name, gpu_count=world if prepared.device == "cuda" else 0,
