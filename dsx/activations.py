@@ -13,6 +13,9 @@ Two things run differently on a GPU than on the meta device, and the probe makes
   the causal-mask tensor (shared by all layers, saved by nothing).
 - dropout: CUDA's fused dropout keeps a 1-byte mask; the meta/CPU path keeps a mask in the input's dtype. The
   probe's dropout keeps a bool mask.
+- autocast (`bf16-autocast`): torch.autocast has no meta-device path, so the probe casts as CUDA's autocast does
+  (its op lists: matrix products' inputs to bf16, norms, softmax, losses, pow and exp to fp32, the rest by type
+  promotion) over the fp32 model: the fp32 residual stream, GPT-2's fp32 GELU and the bf16 weight copies are kept.
 
 Everything is recorded per micro-batch sample (runs at batch 1 and 2: the difference is per sample, the rest -
 causal masks, rotary tables - does not grow with the batch), split into the layers' part (per layer call) and the
@@ -22,6 +25,7 @@ keeps per layer instead of the layer's saved tensors.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 from dataclasses import dataclass
@@ -74,10 +78,49 @@ class Saved:
         return dict(self.__dict__)
 
 
+PRECISIONS = ("bf16", "fp16", "fp32", "bf16-autocast")
+
+
 def _dtype(precision: str):
     import torch
 
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision]
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+            "bf16-autocast": torch.float32}[precision]
+
+
+AUTOCAST_TO_BF16 = frozenset({"addmm", "addbmm", "baddbmm", "bmm", "mm", "matmul", "__matmul__", "linear", "conv1d",
+                              "scaled_dot_product_attention"})
+"""CUDA autocast's lower-precision ops the models here call (torch.amp's op reference): inputs cast to bf16."""
+AUTOCAST_TO_FP32 = frozenset({"layer_norm", "group_norm", "softmax", "softmin", "log_softmax", "cross_entropy",
+                              "nll_loss", "mse_loss", "pow", "__pow__", "__rpow__", "exp", "expm1", "log", "log1p",
+                              "log2", "log10", "rsqrt", "reciprocal", "norm", "normalize", "sum", "cumsum", "cumprod",
+                              "prod", "softplus"})
+"""CUDA autocast's fp32 ops the models here call: inputs cast to fp32."""
+
+
+def _meta_autocast():
+    """A torch function mode casting as torch.autocast(cuda, bfloat16) does, for the meta device (which has no
+    autocast): floating inputs of AUTOCAST_TO_BF16 ops to bf16, of AUTOCAST_TO_FP32 ops to fp32."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def cast(value, dtype):
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
+            return value.to(dtype)
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(v, dtype) for v in value)
+        return value
+
+    class MetaAutocast(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            dtype = torch.bfloat16 if name in AUTOCAST_TO_BF16 else torch.float32 if name in AUTOCAST_TO_FP32 else None
+            if dtype is not None:
+                args, kwargs = cast(args, dtype), {k: cast(v, dtype) for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+
+    return MetaAutocast()
 
 
 class _FusedAttention:
@@ -213,13 +256,24 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
     saved_dropout, saved_cross_entropy = F.dropout, F.cross_entropy
     logits: list[int] = []
 
+    inside = [0]
+
     def cross_entropy(input, *args, **kwargs):
-        logits.append(input.untyped_storage().nbytes())
-        return saved_cross_entropy(input, *args, **kwargs)
+        # under _meta_autocast the real function calls this one again with its fp32 input: that one counts
+        if inside[0]:
+            logits[-1] = input.untyped_storage().nbytes()
+        else:
+            logits.append(input.untyped_storage().nbytes())
+        inside[0] += 1
+        try:
+            return saved_cross_entropy(input, *args, **kwargs)
+        finally:
+            inside[0] -= 1
 
     F.dropout, F.cross_entropy = _bool_mask_dropout(), cross_entropy
+    autocast = _meta_autocast() if precision == "bf16-autocast" else contextlib.nullcontext()
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
             model(**batch)
     finally:
         F.dropout, F.cross_entropy = saved_dropout, saved_cross_entropy
@@ -257,7 +311,7 @@ def saved_bytes(resolved: "ResolvedModel", attn: str = "sdpa", precision: str = 
 
     if attn not in PROBE_ATTENTION:
         raise ValueError(f"unknown attention '{attn}'")
-    if precision not in ("bf16", "fp16", "fp32"):
+    if precision not in PRECISIONS:
         raise ValueError(f"unknown precision '{precision}'")
     key = f"{_cache_key(resolved)}|{resolved.seq_len}|{attn}|{precision}"
     if key not in _CACHE:

@@ -21,13 +21,35 @@ def config_flags(values: dict[str, Any]) -> dict[str, Any]:
     return {key: values.get(key) for key in CONFIG_FLAGS}
 
 
+AUTOCAST = "bf16-autocast"
+"""fp32 weights, gradients and optimizer, the engine's forward under torch.autocast(bfloat16) (DeepSpeed's
+`torch_autocast` section): bf16 matrix products as `bf16`'s, but no per-tensor overflow check (the gradient norm
+catches an overflow) and fp32 layer norms and residual sums, as a plain PyTorch AMP script trains."""
+
+_BF16_NAMES = ("torch.bfloat16", "bf16", "bfloat16")  # DeepSpeed's DtypeEnum spellings of bfloat16
+
+
 def precision_of(config: dict) -> str:
-    """'bf16', 'fp16' or 'fp32' (the legacy `bfloat16` section counts as bf16, as DeepSpeed reads it)."""
+    """'bf16', 'fp16', 'fp32' or 'bf16-autocast' (the legacy `bfloat16` section counts as bf16, as DeepSpeed reads
+    it; fp32 weights with `torch_autocast` enabled in bfloat16 are AUTOCAST)."""
     if (config.get("bf16") or {}).get("enabled") is True or (config.get("bfloat16") or {}).get("enabled") is True:
         return "bf16"
     if (config.get("fp16") or {}).get("enabled") is True:
         return "fp16"
+    autocast = config.get("torch_autocast") or {}
+    if autocast.get("enabled") is True and autocast.get("dtype") in _BF16_NAMES:
+        return AUTOCAST
     return "fp32"
+
+
+def weights_precision(precision: str) -> str:
+    """The precision the weights, gradients and optimizer states are held in: fp32 under AUTOCAST."""
+    return "fp32" if precision == AUTOCAST else precision
+
+
+def compute_precision(precision: str) -> str:
+    """The precision the matrix products run in (peak FLOP/s, activations' dtype): bf16 under AUTOCAST."""
+    return "bf16" if precision == AUTOCAST else precision
 
 
 def checks_overflow(config: dict) -> bool:

@@ -117,6 +117,13 @@ def _check(request: ConfigRequest, target: Version) -> None:
         raise ConfigRequestError("1-bit optimizers do not work with ZeRO: use --zero 0")
     if request.onebit and request.precision != "fp16":
         raise ConfigRequestError("1-bit optimizers are only verified with fp16: use --precision fp16")
+    if request.precision == "bf16-autocast":
+        if request.pipeline_stages is not None:
+            raise ConfigRequestError("--precision bf16-autocast with pipeline stages: DeepSpeed's pipeline engine runs "
+                                     "its stages outside torch.autocast (they would train in fp32); use bf16")
+        if request.hf_auto:
+            raise ConfigRequestError("--precision bf16-autocast with --hf-auto: the Trainer's --bf16 decides the "
+                                     "precision there; drop one")
     if request.pipeline_stages is not None:
         if request.pipeline_stages < 1:
             raise ConfigRequestError("--pipeline-stages must be at least 1")
@@ -152,11 +159,13 @@ def build_raw(request: ConfigRequest, target: Version) -> dict:
         config["bf16"] = {"enabled": True, "check_grad_overflow": True}
     elif request.precision == "fp16":
         config["fp16"] = {"enabled": True}
-    elif request.precision == "fp32":
+    elif request.precision in ("fp32", "bf16-autocast"):
         config["bf16"] = {"enabled": False}
         config["fp16"] = {"enabled": False}
+        if request.precision == "bf16-autocast":
+            config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16"}
     else:
-        raise ConfigRequestError(f"--precision must be bf16, fp16 or fp32, got '{request.precision}'")
+        raise ConfigRequestError(f"--precision must be bf16, fp16, fp32 or bf16-autocast, got '{request.precision}'")
 
     zero: dict[str, Any] = {"stage": request.zero}
     for key, device in (("offload_optimizer", request.offload), ("offload_param", request.offload_params)):

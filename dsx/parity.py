@@ -146,8 +146,8 @@ def _finite(x: float) -> bool:
 def reference_config(config: dict, micro: int, accum: int, replicas: int, zero: int, fp32: bool = False) -> dict:
     """The candidate's DeepSpeed config without its "how": ZeRO `zero` with nothing offloaded, no pipeline or
     Ulysses, no sparse attention or compile block, a 1-bit optimizer replaced by Adam with the same
-    hyper-parameters; the batch sizes of the reference's split; with fp32, bf16 and fp16 off (reference B of a
-    bf16/fp16 candidate)."""
+    hyper-parameters; the batch sizes of the reference's split; with fp32, bf16, fp16 and torch_autocast off
+    (reference B of a mixed-precision candidate)."""
     from dsx.onebit import kind_of
 
     out = copy.deepcopy(config)
@@ -155,6 +155,8 @@ def reference_config(config: dict, micro: int, accum: int, replicas: int, zero: 
         for key in ("bf16", "fp16"):
             if isinstance(out.get(key), dict) and out[key].get("enabled"):
                 out[key] = {"enabled": False}
+        if isinstance(out.get("torch_autocast"), dict) and out["torch_autocast"].get("enabled"):
+            out["torch_autocast"] = {"enabled": False}
     out["zero_optimization"] = {"stage": zero}
     for key in ("pipeline", "sparse_attention", "compile", "activation_checkpointing", "sequence_parallel_size"):
         out.pop(key, None)

@@ -140,6 +140,35 @@ def test_issue32_sparse_attention_under_ulysses_on_4_gpus_trains_what_one_gpu_tr
     assert four[-1] < 0.8 * four[0] and max(abs(a - b) / b for a, b in zip(four, one)) < 1e-4
 
 
+@pytest.mark.parametrize("folder", ["bench/sparse/h200_autocast", "bench/sparse/h200_autocast_flag"])
+def test_issue32_bigbird_in_bf16_autocast_trains_3x_faster_than_the_fastest_dense_at_32k_on_an_h200(folder):
+    """Both commands: every compiled bigbird row in bf16-autocast against the fastest dense row of the command (which
+    is bf16-autocast's: DeepSpeed's bf16 dense row, where there is one, is slower)."""
+    from dsx.config_facts import precision_of
+
+    rows = [r for r in _ok_gpu_rows(f"{folder}/runs.jsonl") if r["model"]["seq_len"] == 32768]
+    dense = max((r for r in rows if not r.get("sparse_attention")), key=lambda r: r["figures"]["tokens_per_s"])
+    bigbird = [r for r in rows if (r.get("sparse_attention") or {}).get("mode") == "bigbird"
+               and precision_of(r["ds_config"]) == "bf16-autocast"]
+    assert precision_of(dense["ds_config"]) == "bf16-autocast" and len(bigbird) == 2
+    assert all(r["toggles"]["compile"] and not r["toggles"]["act_ckpt"] for r in [dense, *bigbird])
+    assert min(r["figures"]["tokens_per_s"] for r in bigbird) >= 3 * dense["figures"]["tokens_per_s"]
+    printed = subprocess.run([sys.executable, "bench/sparse/summary.py", f"{folder}/runs.jsonl"], cwd=ROOT,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                             check=True).stdout
+    assert printed == (ROOT / folder / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("folder", ["bench/mfu/h200_autocast", "bench/mfu/h200_autocast_flag"])
+def test_gpt2_124m_trains_faster_in_bf16_autocast_than_in_deepspeed_bf16_with_dsx_defaults(folder):
+    """GPT-2 124M, compiled, micro-batch 32, clipping and (bf16) the overflow check on, in one command each."""
+    from dsx.config_facts import precision_of
+
+    rows = [r for r in _ok_gpu_rows(f"{folder}/runs.jsonl") if r["ds_config"].get("gradient_clipping") == 1.0]
+    speed = {precision_of(r["ds_config"]): r["figures"]["tokens_per_s"] for r in rows}
+    assert sorted(speed) == ["bf16", "bf16-autocast"] and speed["bf16-autocast"] >= 1.1 * speed["bf16"]
+
+
 def test_issue33_liger_on_llama_1b_beats_the_best_committed_row_by_a_quarter():
     best_before = max(r["figures"]["tokens_per_s"] for r in _ok_gpu_rows("bench/estimator/h100/llama1b.jsonl")
                       if r["model"]["seq_len"] == 2048)

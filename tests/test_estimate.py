@@ -110,19 +110,15 @@ def test_eager_attention_adds_the_score_matrices():
     assert eager.layers_per_sample > fused.layers_per_sample + 2 * 4 * 64 * 64 * 2
 
 
-@pytest.mark.parametrize("name", ["gpt2-tiny", "bert-tiny", "albert-tiny", "llama-tiny"])
-def test_meta_probe_matches_a_real_cpu_forward(name):
-    """The probe counts what autograd keeps; a real fp32 forward on the CPU with eager attention and no dropout
-    (CPU dropout masks are not CUDA's) must keep the same bytes."""
+def _kept_by_a_real_cpu_forward(resolved, autocast: bool = False) -> int:
+    """Bytes autograd keeps in a real CPU forward of `resolved` at micro-batch 2, eager attention (under
+    torch.autocast(cpu, bfloat16) with autocast), parameters excluded."""
+    import contextlib
+
     import torch
 
     from dsx.models import build_model, synthetic_batch
 
-    no_dropout = {"gpt2": {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
-                  "bert": {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
-                  "albert": {}, "llama": {}}
-    resolved = resolve_model(name, no_dropout[resolve_model(name).family])
-    saved = saved_bytes(resolved, "eager", "fp32")
     torch.manual_seed(0)
     model = build_model(resolved, "eager")
     model.train()
@@ -135,12 +131,35 @@ def test_meta_probe_matches_a_real_cpu_forward(name):
             seen[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    batch = synthetic_batch(resolved, 2)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(**batch)
-    expected = saved.layers_fixed + saved.rest_fixed + 2 * (saved.layers_per_sample + saved.rest_per_sample)
+    context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), context:
+        model(**synthetic_batch(resolved, 2))
+    return sum(seen.values())
+
+
+def _probed_at_micro_batch_2(saved) -> int:
+    return saved.layers_fixed + saved.rest_fixed + 2 * (saved.layers_per_sample + saved.rest_per_sample)
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "bert-tiny", "albert-tiny", "llama-tiny"])
+def test_meta_probe_matches_a_real_cpu_forward(name):
+    """The probe counts what autograd keeps; a real fp32 forward on the CPU with eager attention and no dropout
+    (CPU dropout masks are not CUDA's) must keep the same bytes."""
+    no_dropout = {"gpt2": {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+                  "bert": {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+                  "albert": {}, "llama": {}}
+    resolved = resolve_model(name, no_dropout[resolve_model(name).family])
+    expected = _probed_at_micro_batch_2(saved_bytes(resolved, "eager", "fp32"))
     # the real forward also keeps the causal/padding mask and index tensors the probe leaves out: tiny, fixed
-    assert abs(sum(seen.values()) - expected) <= 0.02 * expected
+    assert abs(_kept_by_a_real_cpu_forward(resolved) - expected) <= 0.02 * expected
+
+
+def test_meta_probe_of_bf16_autocast_matches_a_real_cpu_autocast_forward_of_a_llama():
+    """CPU autocast casts Llama's ops as CUDA's does, which the probe emulates (GPT-2's tanh-GELU differs: CUDA runs
+    pow in fp32, the CPU in bf16), so a real CPU autocast forward must keep the bytes the probe says."""
+    resolved = resolve_model("llama-tiny")
+    expected = _probed_at_micro_batch_2(saved_bytes(resolved, "eager", "bf16-autocast"))
+    assert abs(_kept_by_a_real_cpu_forward(resolved, autocast=True) - expected) <= 0.02 * expected
 
 
 def test_calibration_constants_are_what_the_calibration_rows_give():

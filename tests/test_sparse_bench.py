@@ -44,5 +44,5 @@ def test_the_script_runs_its_plan_in_order_within_the_budget(tmp_path):
     assert ["--no-comm-log" in r["command"] for r in rows] == [True, False]
     assert "skip gpt2-tiny 128 bigbird: 900 s expected" in result.stdout
     summary = (out / "summary.md").read_text()
-    assert "| gpt2-tiny | 64 | bigbird | yes | no | 16 |" in summary
+    assert "| gpt2-tiny | 64 | bigbird | yes | no | bf16 | 16 |" in summary
     assert json.loads((out / "runs.jsonl").read_text().splitlines()[0])["model"]["seq_len"] == 64

@@ -17,10 +17,16 @@
 #   part5  gpt2-xl ZeRO-2 + compile at micro-batch 16 (12 if 16 does not fit), then grad-accum 4
 #   part6  part 5 with GPT-2's dropout set to 0, then bench/tools/step_profile.py on the part-5 configuration
 #   part7  part 6 with 8 micro-batches per optimizer step
+#   autocast  GPT-2 124M at micro-batch 32, compiled: the baseline, then dsx run with DeepSpeed's bf16 (bf16 weights,
+#          fp32 master copy) against torch.autocast over fp32 weights (DeepSpeed's torch_autocast section: no
+#          per-tensor overflow check), each with dsx's defaults (clipping 1.0) and as the baseline trains (no
+#          clipping); within a deadline of DEADLINE_S s (default 560), the most telling runs first (the first
+#          command, h200_autocast/, spelled bf16-autocast `--precision fp32 --ds-set torch_autocast.enabled=true
+#          --ds-set torch_autocast.dtype=bfloat16`: the flag did not exist yet)
 set -uo pipefail
-out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7)}
+out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast)}
 shift
-[ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast)" >&2; exit 2; }
 source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
 as_baseline=("${adam[@]}" --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)  # what the baseline does
 no_dropout=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0)
@@ -116,8 +122,23 @@ for step in "$@"; do
         --results "$res" --timeout 290 --tf32 --compile "${as_baseline[@]}" --micro-batch 16 --grad-accum 8 \
         --steps 5 "${no_dropout[@]}"
       ;;
+    autocast)
+      start_log "$out/autocast.log"
+      set_deadline "${DEADLINE_S:-560}"
+      ac=(--precision bf16-autocast)
+      gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --steps 20 --warmup 5 --gpus 1 --results "$res" --tf32
+            --compile "${adam[@]}" --zero 1 --micro-batch 32)
+      run_by 100 "${baseline[@]}" --micro-batch 32 --compile --out "$out/baseline.jsonl"
+      run_by 130 python3 -m dsx run "${gpt2[@]}" --timeout 120
+      run_by 130 python3 -m dsx run "${gpt2[@]}" "${ac[@]}" --timeout 120
+      run_by 100 python3 -m dsx run "${gpt2[@]}" "${ac[@]}" --ds-set gradient_clipping=0 --timeout 90
+      run_by 100 python3 -m dsx run "${gpt2[@]}" --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false \
+        --timeout 90
+      run_by 80 "${baseline[@]}" --micro-batch 32 --compile --out "$out/baseline.jsonl"
+      python3 -m dsx report "$res" >>"$log" 2>&1
+      ;;
     *)
-      echo "unknown step '$step' (steps: gpt2 part1 ... part7)" >&2
+      echo "unknown step '$step' (steps: gpt2 part1 ... part7 autocast)" >&2
       exit 2
       ;;
   esac

@@ -151,12 +151,12 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
         from dsx.run.memory_savers import check_memory_savers
 
         check_memory_savers(request, resolved, pipeline, [])
-        from dsx.config_facts import zero_stage
+        from dsx.config_facts import precision_of, zero_stage
         from dsx.run.kernels import kernel_plan, liger_chunk_tokens
 
         kernel_notes: list[str] = []
         plan = kernel_plan(request, resolved, "cuda", zero_stage(config), pipeline, sequence, kernel_notes,
-                           check_installed=False)
+                           check_installed=False, precision=precision_of(config))
         if plan is not None and plan.fused_loss:  # its logits exist a chunk at a time, as --loss tiled's
             loss_tile = liger_chunk_tokens(resolved.vocab_size, resolved.hidden_size,
                                            batch.train_micro_batch_size_per_gpu * resolved.seq_len)

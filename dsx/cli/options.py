@@ -34,7 +34,9 @@ _DS_CONFIG_OPTIONS = (
     click.option("--offload", type=CHOICE_DEVICES, help="Where the optimizer states and step live (default none)."),
     click.option("--offload-params", type=CHOICE_DEVICES, help="Where ZeRO-3 keeps parameters (default none)."),
     click.option("--nvme-path", help="Directory on a local NVMe drive for NVMe offload."),
-    click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]), help="Training precision (default bf16)."),
+    click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32", "bf16-autocast"]),
+                 help="Training precision (default bf16). bf16-autocast: fp32 weights, bf16 matrix products under "
+                      "torch.autocast (DeepSpeed's torch_autocast section), no per-tensor overflow check."),
     click.option("--micro-batch", type=click.IntRange(min=1), help="Samples per GPU per forward/backward (default 1)."),
     click.option("--grad-accum", type=click.IntRange(min=1), help="Gradient accumulation steps (default 1)."),
     click.option("--optimizer", help="Optimizer type: AdamW (default; DeepSpeed's FusedAdam), Adam, Lamb, Lion, "

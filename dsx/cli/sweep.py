@@ -47,7 +47,7 @@ def _spans_ranks(spec, device: str, visible: int) -> bool:
 @click.option("--bucket-size", "bucket_size", metavar="LIST",
               help="ZeRO bucket sizes in elements (reduce_bucket_size; allgather_bucket_size too at ZeRO 1-2), e.g. "
                    "auto,1e7,5e8: auto is min(5e8, the model's parameters), what dsx writes (bench/buckets).")
-@click.option("--precision", default="bf16", show_default=True, metavar="LIST", help="bf16,fp16,fp32.")
+@click.option("--precision", default="bf16", show_default=True, metavar="LIST", help="bf16,fp16,fp32,bf16-autocast.")
 @click.option("--act-ckpt", is_flag=False, flag_value="on", default="off", show_default=True, metavar="LIST",
               help="Activation checkpointing, as dsx run --act-ckpt: off,on (bare: on).")
 @click.option("--compile", "compile_", default="off", show_default=True, metavar="LIST",

@@ -6,7 +6,7 @@ dsx.estimate.states, they do not change it.
 from __future__ import annotations
 
 from dsx.calibration import COMPILE_SPEEDUP
-from dsx.config_facts import precision_of
+from dsx.config_facts import precision_of, weights_precision
 from dsx.estimate.states import (Setup, compiled_counted, data_parallel, optimizer_state_bytes, pinned_input_bytes,
                                  zero_layout)
 
@@ -17,7 +17,7 @@ def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[
     checkpointed layer inputs of --act-ckpt-offload (pinned, in power-of-two pieces)."""
     config = setup.ds_config
     stage, offload, offload_params, _ = zero_layout(config)
-    precision = precision_of(config)
+    precision = weights_precision(precision_of(config))
     host = setup.gpu.host_process_bytes[stage]
     per_param = setup.gpu.host_bytes_per_param
     nvme = 0

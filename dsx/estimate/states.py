@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsx.calibration import GPUS, GpuKind
-from dsx.config_facts import checks_overflow, offload_devices, precision_of, zero_stage
+from dsx.config_facts import (checks_overflow, compute_precision, offload_devices, precision_of, weights_precision,
+                              zero_stage)
 
 
 class EstimateError(ValueError):
@@ -96,6 +97,7 @@ def model_states(*, params: int, world: int, stage: int, precision: str, optimiz
     """GPU bytes of the model states at the two moments, by part: {"forward": {...}, "step": {...}}.
     `gathered`: parameters ZeRO-3 holds gathered at once during the passes (zero3_gathered_params)."""
     n, w = params, world
+    precision = weights_precision(precision)
     p = 4 if precision == "fp32" else 2
     master = 0 if (stage == 0 and precision == "fp32") else 4
     states = (master + optimizer_bytes) * n
@@ -151,7 +153,7 @@ def late_backward_states(*, params: int, world: int, stage: int, precision: str,
     from the first reduction on (LATE_GRADIENTS). 0 for other stages and under optimizer offload."""
     if stage not in (1, 2) or offload != "none":
         return 0
-    p = 4 if precision == "fp32" else 2
+    p = 4 if weights_precision(precision) == "fp32" else 2
     grads = p * params if stage == 1 else p * params // world
     return p * min(bucket, params) + (grads if grad_accum == 1 else 0)
 
@@ -385,7 +387,7 @@ def compute_rate(setup: Setup) -> float:
     without dropout, x Liger's and float8's factors (dsx.calibration)."""
     from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP
 
-    rate = peak_flops(setup.gpu, precision_of(setup.ds_config)) * setup.gpu.achieved_fraction
+    rate = peak_flops(setup.gpu, compute_precision(precision_of(setup.ds_config))) * setup.gpu.achieved_fraction
     rate *= width_factor(setup.gpu, setup.resolved.hidden_size)
     if compiled_counted(setup):
         rate *= COMPILE_SPEEDUP
@@ -432,7 +434,7 @@ def partial_offload_states(states: dict[str, dict[str, int]], setup: Setup, para
     fraction = offloaded_fraction(setup)
     if fraction in (0.0, 1.0):
         return states
-    master = 0 if precision == "fp32" else 4
+    master = 0 if weights_precision(precision) == "fp32" else 4
     kept = int((master + optimizer_state_bytes(setup.ds_config) + 4) * (1 - fraction) * params) // data_parallel(setup)
     return {moment: {**parts, KEPT_SUB_GROUPS: kept} for moment, parts in states.items()}
 

@@ -13,6 +13,7 @@ import socket
 import statistics
 import time
 
+from dsx.config_facts import compute_precision
 from dsx.host import cpu_count, cpu_model, package_versions, process_start_time, speed_of
 from dsx.rank.protocol import TIMELINE, RankReport, rank_report_path, read_rank_report
 from dsx.results import (
@@ -83,7 +84,7 @@ def figures_of(prepared: Prepared, ranks: list[RankReport | None], status: str, 
             resolved, attended_fraction=sparse["attended_fraction"] if sparse else 1.0))
     except Exception as exc:
         prepared.notes.append(f"analytic FLOPs unavailable: {exc}")
-    dtype = prepared.precision
+    dtype = compute_precision(prepared.precision)  # autocast's matrix products run in bf16
     if dtype == "fp32" and request.tf32 and prepared.device == "cuda":
         dtype = "tf32"
     figures.flops_dtype = dtype

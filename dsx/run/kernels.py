@@ -76,7 +76,7 @@ def _check_fused_loss(request, device: str, zero: int, sequence: int | None, che
 
 
 def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: int | None, notes: list[str],
-                check_installed: bool = True) -> KernelPlan | None:
+                check_installed: bool = True, precision: str = "bf16") -> KernelPlan | None:
     """The KernelPlan of --kernels / --fp8 / --loss fused (None when none is asked for); RunRefused where one cannot
     apply (check_installed=False: dsx estimate, which plans for a GPU kind and runs nothing)."""
     kernels, fp8 = request.kernels or "none", request.fp8 or "none"
@@ -90,6 +90,9 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
     if loss_fused:
         _check_fused_loss(request, device, zero, sequence, check_installed)
     liger = kernels == "liger"
+    if precision == "bf16-autocast" and (liger or fp8 != "none"):
+        raise RunRefused(f"{'--kernels liger' if liger else f'--fp8 {fp8}'} with --precision bf16-autocast: not "
+                         "measured by dsx (its kernels were tried on bf16 weights only); use bf16")
     given = " and ".join(flag for flag, on in (("--kernels liger", liger), (f"--fp8 {fp8}", fp8 != "none")) if on)
     if pipeline is not None and given:
         raise RunRefused(f"{given} with pipeline stages: not supported by dsx; drop one")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dsx.config_facts import CONFIG_FLAGS, config_flags
+from dsx.config_facts import AUTOCAST, CONFIG_FLAGS, config_flags, precision_of
 from dsx.lint.autos import auto_paths
 from dsx.host import detect_device
 from dsx.results import trial_key
@@ -283,6 +283,9 @@ def resolve_trial(request: RunRequest) -> Trial:
     if problems := run_problems(config, device, lane):
         raise RunRefused(problems[0])
     zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
+    if precision_of(config) == AUTOCAST and zero.get("zero_quantized_weights") is True:
+        raise RunRefused("--precision bf16-autocast with zero_optimization.zero_quantized_weights (ZeRO++ qwZ): "
+                         "DeepSpeed refuses the pair at deepspeed.initialize; use bf16 for qwZ")
     if device == "cpu" and zero.get("zero_quantized_weights") is True:
         raise RunRefused("zero_optimization.zero_quantized_weights (ZeRO++ qwZ) cannot run on CPU ranks: DeepSpeed's "
                          "weight quantizer has no CPU kernel (its ranks fail with 'This op had not been implemented "
@@ -342,7 +345,8 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.config_facts import zero_stage
     from dsx.run.kernels import kernel_plan
 
-    kernels = kernel_plan(request, resolved, device, zero_stage(config), pipeline, sequence, notes)
+    kernels = kernel_plan(request, resolved, device, zero_stage(config), pipeline, sequence, notes,
+                          precision=precision_of(config))
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide

@@ -16,7 +16,7 @@ from dsx.sweep.search import MB_FLAT
 
 AUTO = "auto"
 OFFLOAD_CHOICES = ("none", "cpu", "nvme")
-PRECISION_CHOICES = ("bf16", "fp16", "fp32")
+PRECISION_CHOICES = ("bf16", "fp16", "fp32", "bf16-autocast")
 
 
 class SweepError(ValueError):
