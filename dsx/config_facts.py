@@ -26,6 +26,10 @@ AUTOCAST = "bf16-autocast"
 `torch_autocast` section): bf16 matrix products as `bf16`'s, but no per-tensor overflow check (the gradient norm
 catches an overflow) and fp32 layer norms and residual sums, as a plain PyTorch AMP script trains."""
 
+AUTOCAST_AT_ZERO0 = ("bf16-autocast at ZeRO-0: DeepSpeed steps even when a gradient overflowed (ZeRO 1-3 skip such a "
+                     "step: their gradient norm catches it)")
+"""The note of a run or estimate in bf16-autocast without ZeRO (DeepSpeed 0.19.8's engine, stage_1_and_2.py, stage3.py)."""
+
 _BF16_NAMES = ("torch.bfloat16", "bf16", "bfloat16")  # DeepSpeed's DtypeEnum spellings of bfloat16
 
 

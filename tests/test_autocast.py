@@ -139,3 +139,13 @@ def test_kernels_dsx_measured_on_bf16_weights_only_are_refused(kernels, fp8, fla
                     precision="bf16-autocast")
     assert str(info.value) == (f"{flag} with --precision bf16-autocast: not measured by dsx (its kernels were tried "
                                "on bf16 weights only); use bf16")
+
+
+@pytest.mark.parametrize("zero, noted", [(0, True), (2, False)])
+def test_a_run_without_zero_says_deepspeed_steps_through_an_overflow(tmp_path, zero, noted):
+    from dsx.config_facts import AUTOCAST_AT_ZERO0
+    from dsx.run.request import RunRequest, resolve_trial
+
+    trial = resolve_trial(RunRequest(model="gpt2-tiny", results=str(tmp_path / "runs.jsonl"),
+                                     config_flags={"precision": "bf16-autocast", "zero": zero}))
+    assert (AUTOCAST_AT_ZERO0 in trial.notes) is noted

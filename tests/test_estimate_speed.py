@@ -117,8 +117,8 @@ def test_turning_the_overflow_check_off_shortens_the_predicted_step_by_its_price
     price = OVERFLOW_CHECK_S_PER_TENSOR * 1e3
     assert (f"DeepSpeed's overflow check: {148 * price:.1f} ms a step ({price:.3g} ms per gradient tensor a rank "
             "checks, dsx.calibration.OVERFLOW_CHECK_S_PER_TENSOR); bf16.check_grad_overflow false drops it, and with "
-            "it the skipping of a step whose gradients overflowed; --precision bf16-autocast skips such a step without it "
-            "(the gradient norm catches the overflow)") in notes
+            "it the skipping of a step whose gradients overflowed; --precision bf16-autocast at ZeRO 1-3 skips such a step "
+            "without it (the gradient norm catches the overflow)") in notes
     assert not any(note.startswith("DeepSpeed's overflow check") for note in estimate(off, search_max=False).notes)
 
 

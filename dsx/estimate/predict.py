@@ -8,7 +8,7 @@ from typing import Any
 
 from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH,
                              OVERFLOW_CHECK_S_PER_TENSOR, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind)
-from dsx.config_facts import AUTOCAST, precision_of
+from dsx.config_facts import AUTOCAST, AUTOCAST_AT_ZERO0, precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
 from dsx.estimate.states import (KEPT_SUB_GROUPS, LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes,
@@ -325,8 +325,8 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      "s a step on nine machines of one GPU kind (bench/estimator/README.md)")
     if check:
         why = ("bf16.check_grad_overflow false drops it, and with it the skipping of a step whose gradients "
-               "overflowed; --precision bf16-autocast skips such a step without it (the gradient norm catches the "
-               "overflow)") if precision == "bf16" else "fp16's loss scaling needs it"
+               "overflowed; --precision bf16-autocast at ZeRO 1-3 skips such a step without it (the gradient norm "
+               "catches the overflow)") if precision == "bf16" else "fp16's loss scaling needs it"
         notes.append(f"DeepSpeed's overflow check: {check * 1e3:,.1f} ms a step "
                      f"({OVERFLOW_CHECK_S_PER_TENSOR * 1e3:.3g} ms per gradient tensor a rank checks, "
                      f"dsx.calibration.OVERFLOW_CHECK_S_PER_TENSOR); {why}")
@@ -334,6 +334,8 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
         notes.append("bf16-autocast: fp32 weights and gradients, bf16 matrix products, no per-tensor overflow check; "
                      "activations as dsx.activations emulates CUDA's autocast; communication priced in fp32, while "
                      "DeepSpeed sends the gradients of torch.nn.Linear parameters in bf16")
+        if stage == 0:
+            notes.append(AUTOCAST_AT_ZERO0)
     if logger := comm_logger_seconds(setup):
         notes.append(f"DeepSpeed's comms logger: {logger * 1e3:,.1f} ms a step (it synchronises the device after "
                      "every collective, dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH): on in the timed "

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dsx.config_facts import AUTOCAST, CONFIG_FLAGS, config_flags, precision_of
+from dsx.config_facts import AUTOCAST, AUTOCAST_AT_ZERO0, CONFIG_FLAGS, config_flags, precision_of
 from dsx.lint.autos import auto_paths
 from dsx.host import detect_device
 from dsx.results import trial_key
@@ -286,6 +286,8 @@ def resolve_trial(request: RunRequest) -> Trial:
     if precision_of(config) == AUTOCAST and zero.get("zero_quantized_weights") is True:
         raise RunRefused("--precision bf16-autocast with zero_optimization.zero_quantized_weights (ZeRO++ qwZ): "
                          "DeepSpeed refuses the pair at deepspeed.initialize; use bf16 for qwZ")
+    if precision_of(config) == AUTOCAST and not zero.get("stage"):
+        notes.append(AUTOCAST_AT_ZERO0)
     if device == "cpu" and zero.get("zero_quantized_weights") is True:
         raise RunRefused("zero_optimization.zero_quantized_weights (ZeRO++ qwZ) cannot run on CPU ranks: DeepSpeed's "
                          "weight quantizer has no CPU kernel (its ranks fail with 'This op had not been implemented "
