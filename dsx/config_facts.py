@@ -23,8 +23,11 @@ def config_flags(values: dict[str, Any]) -> dict[str, Any]:
 
 AUTOCAST = "bf16-autocast"
 """fp32 weights, gradients and optimizer, the engine's forward under torch.autocast(bfloat16) (DeepSpeed's
-`torch_autocast` section): bf16 matrix products as `bf16`'s, but no per-tensor overflow check (the gradient norm
-catches an overflow) and fp32 layer norms and residual sums, as a plain PyTorch AMP script trains."""
+`torch_autocast` section): bf16 matrix products as `bf16`'s, but no per-tensor overflow check (at ZeRO 1-3 the
+gradient norm catches an overflow) and fp32 layer norms and residual sums, as a plain PyTorch AMP script trains."""
+
+AUTOCAST_WITH_PIPELINE = ("--precision bf16-autocast with pipeline stages: not tried by dsx (its stages would pass the "
+                          "fp32 residual stream between GPUs); use bf16")
 
 AUTOCAST_AT_ZERO0 = ("bf16-autocast at ZeRO-0: DeepSpeed steps even when a gradient overflowed (ZeRO 1-3 skip such a "
                      "step: their gradient norm catches it)")

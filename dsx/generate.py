@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dsx.config_facts import AUTOCAST, AUTOCAST_WITH_PIPELINE
+
 from dsx.schema.batch import BatchError, solve_batch
 from dsx.versions import Version
 
@@ -117,10 +119,9 @@ def _check(request: ConfigRequest, target: Version) -> None:
         raise ConfigRequestError("1-bit optimizers do not work with ZeRO: use --zero 0")
     if request.onebit and request.precision != "fp16":
         raise ConfigRequestError("1-bit optimizers are only verified with fp16: use --precision fp16")
-    if request.precision == "bf16-autocast":
+    if request.precision == AUTOCAST:
         if request.pipeline_stages is not None:
-            raise ConfigRequestError("--precision bf16-autocast with pipeline stages: DeepSpeed's pipeline engine runs "
-                                     "its stages outside torch.autocast (they would train in fp32); use bf16")
+            raise ConfigRequestError(AUTOCAST_WITH_PIPELINE)
         if request.hf_auto:
             raise ConfigRequestError("--precision bf16-autocast with --hf-auto: the Trainer's --bf16 decides the "
                                      "precision there; drop one")
@@ -159,10 +160,10 @@ def build_raw(request: ConfigRequest, target: Version) -> dict:
         config["bf16"] = {"enabled": True, "check_grad_overflow": True}
     elif request.precision == "fp16":
         config["fp16"] = {"enabled": True}
-    elif request.precision in ("fp32", "bf16-autocast"):
+    elif request.precision in ("fp32", AUTOCAST):
         config["bf16"] = {"enabled": False}
         config["fp16"] = {"enabled": False}
-        if request.precision == "bf16-autocast":
+        if request.precision == AUTOCAST:
             config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16"}
     else:
         raise ConfigRequestError(f"--precision must be bf16, fp16, fp32 or bf16-autocast, got '{request.precision}'")

@@ -45,8 +45,8 @@ def test_a_config_reads_as_autocast_only_in_bfloat16(dtype, precision):
 
 @pytest.mark.parametrize("flags, message", [
     (["--pipeline-stages", "2", "--world-size", "2"],
-     "Error: --precision bf16-autocast with pipeline stages: DeepSpeed's pipeline engine runs its stages outside "
-     "torch.autocast (they would train in fp32); use bf16"),
+     "Error: --precision bf16-autocast with pipeline stages: not tried by dsx (its stages would pass the fp32 residual "
+     "stream between GPUs); use bf16"),
     (["--hf-auto"], "Error: --precision bf16-autocast with --hf-auto: the Trainer's --bf16 decides the precision "
                     "there; drop one"),
 ])
@@ -149,3 +149,16 @@ def test_a_run_without_zero_says_deepspeed_steps_through_an_overflow(tmp_path, z
     trial = resolve_trial(RunRequest(model="gpt2-tiny", results=str(tmp_path / "runs.jsonl"),
                                      config_flags={"precision": "bf16-autocast", "zero": zero}))
     assert (AUTOCAST_AT_ZERO0 in trial.notes) is noted
+
+
+def test_a_run_of_a_config_file_in_autocast_with_pipeline_stages_is_refused(tmp_path):
+    from dsx.config_facts import AUTOCAST_WITH_PIPELINE
+    from dsx.run import RunRefused, RunRequest, resolve_trial
+
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
+                                "bf16": {"enabled": False}, "torch_autocast": AUTOCAST_SECTION,
+                                "zero_optimization": {"stage": 0}, "optimizer": {"type": "AdamW"}}))
+    with pytest.raises(RunRefused) as info:
+        resolve_trial(RunRequest(model="gpt2-tiny", gpus=2, pipeline_stages=2, config_path=str(path)))
+    assert str(info.value) == AUTOCAST_WITH_PIPELINE

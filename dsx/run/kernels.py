@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
+from dsx.config_facts import AUTOCAST
 from dsx.run.refused import RunRefused
 
 LIGER_FAMILIES = {"llama": "apply_liger_kernel_to_llama"}
@@ -90,7 +91,7 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
     if loss_fused:
         _check_fused_loss(request, device, zero, sequence, check_installed)
     liger = kernels == "liger"
-    if precision == "bf16-autocast" and (liger or fp8 != "none"):
+    if precision == AUTOCAST and (liger or fp8 != "none"):
         raise RunRefused(f"{'--kernels liger' if liger else f'--fp8 {fp8}'} with --precision bf16-autocast: not "
                          "measured by dsx (its kernels were tried on bf16 weights only); use bf16")
     given = " and ".join(flag for flag, on in (("--kernels liger", liger), (f"--fp8 {fp8}", fp8 != "none")) if on)

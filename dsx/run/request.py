@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dsx.config_facts import AUTOCAST, AUTOCAST_AT_ZERO0, CONFIG_FLAGS, config_flags, precision_of
+from dsx.config_facts import (AUTOCAST, AUTOCAST_AT_ZERO0, AUTOCAST_WITH_PIPELINE, CONFIG_FLAGS, config_flags,
+                              precision_of)
 from dsx.lint.autos import auto_paths
 from dsx.host import detect_device
 from dsx.results import trial_key
@@ -327,6 +328,8 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.schema.batch import BatchError, solve_batch
 
     pipeline = pipeline_plan(request, config, world, resolved, notes)
+    if pipeline is not None and precision_of(config) == AUTOCAST:
+        raise RunRefused(AUTOCAST_WITH_PIPELINE)
     from dsx.run.sequence import sequence_parallel_size
 
     sequence = sequence_parallel_size(request, config, world, resolved, pipeline, notes)
