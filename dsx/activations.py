@@ -31,6 +31,8 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsx.config_facts import AUTOCAST
+
 if TYPE_CHECKING:  # pragma: no cover
     from dsx.models import ResolvedModel
 
@@ -78,14 +80,14 @@ class Saved:
         return dict(self.__dict__)
 
 
-PRECISIONS = ("bf16", "fp16", "fp32", "bf16-autocast")
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", AUTOCAST: "float32"}
+"""The probe model's dtype per precision (dsx.config_facts.PRECISIONS): autocast's weights are fp32."""
 
 
 def _dtype(precision: str):
     import torch
 
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
-            "bf16-autocast": torch.float32}[precision]
+    return getattr(torch, _DTYPES[precision])
 
 
 AUTOCAST_TO_BF16 = frozenset({"addmm", "addbmm", "baddbmm", "bmm", "mm", "matmul", "__matmul__", "linear", "conv1d",
@@ -271,7 +273,7 @@ def _record(resolved: "ResolvedModel", attn: str, precision: str, micro_batch: i
             inside[0] -= 1
 
     F.dropout, F.cross_entropy = _bool_mask_dropout(), cross_entropy
-    autocast = _meta_autocast() if precision == "bf16-autocast" else contextlib.nullcontext()
+    autocast = _meta_autocast() if precision == AUTOCAST else contextlib.nullcontext()
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
             model(**batch)
@@ -311,7 +313,7 @@ def saved_bytes(resolved: "ResolvedModel", attn: str = "sdpa", precision: str = 
 
     if attn not in PROBE_ATTENTION:
         raise ValueError(f"unknown attention '{attn}'")
-    if precision not in PRECISIONS:
+    if precision not in _DTYPES:
         raise ValueError(f"unknown precision '{precision}'")
     key = f"{_cache_key(resolved)}|{resolved.seq_len}|{attn}|{precision}"
     if key not in _CACHE:

@@ -21,6 +21,9 @@ def config_flags(values: dict[str, Any]) -> dict[str, Any]:
     return {key: values.get(key) for key in CONFIG_FLAGS}
 
 
+PRECISIONS = ("bf16", "fp16", "fp32", "bf16-autocast")
+"""The training precisions dsx writes and runs (`--precision`)."""
+
 AUTOCAST = "bf16-autocast"
 """fp32 weights, gradients and optimizer, the engine's forward under torch.autocast(bfloat16) (DeepSpeed's
 `torch_autocast` section): bf16 matrix products as `bf16`'s, but no per-tensor overflow check (at ZeRO 1-3 the

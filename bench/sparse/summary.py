@@ -28,7 +28,7 @@ def _key(row: dict) -> tuple:
 def _precision(row: dict) -> str:
     """The precision the row trained in, read off its DeepSpeed config (rows run with `--precision fp32 --ds-set
     torch_autocast...` before `--precision bf16-autocast` existed record "fp32")."""
-    return precision_of(row.get("ds_config") or {}) if row.get("ds_config") else row.get("precision") or "bf16"
+    return precision_of(row["ds_config"]) if row.get("ds_config") else row.get("precision") or "bf16"
 
 
 def _compiled(row: dict) -> str:

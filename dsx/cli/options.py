@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from dsx.config_facts import PRECISIONS
 from dsx.units import parse_size
 from dsx.versions import Version, VersionError, resolve_target
 
@@ -34,7 +35,7 @@ _DS_CONFIG_OPTIONS = (
     click.option("--offload", type=CHOICE_DEVICES, help="Where the optimizer states and step live (default none)."),
     click.option("--offload-params", type=CHOICE_DEVICES, help="Where ZeRO-3 keeps parameters (default none)."),
     click.option("--nvme-path", help="Directory on a local NVMe drive for NVMe offload."),
-    click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32", "bf16-autocast"]),
+    click.option("--precision", type=click.Choice(PRECISIONS),
                  help="Training precision (default bf16). bf16-autocast: fp32 weights, bf16 matrix products under "
                       "torch.autocast (DeepSpeed's torch_autocast section), no per-tensor overflow check."),
     click.option("--micro-batch", type=click.IntRange(min=1), help="Samples per GPU per forward/backward (default 1)."),

@@ -284,10 +284,11 @@ def resolve_trial(request: RunRequest) -> Trial:
     if problems := run_problems(config, device, lane):
         raise RunRefused(problems[0])
     zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
-    if precision_of(config) == AUTOCAST and zero.get("zero_quantized_weights") is True:
+    precision = precision_of(config)
+    if precision == AUTOCAST and zero.get("zero_quantized_weights") is True:
         raise RunRefused("--precision bf16-autocast with zero_optimization.zero_quantized_weights (ZeRO++ qwZ): "
                          "DeepSpeed refuses the pair at deepspeed.initialize; use bf16 for qwZ")
-    if precision_of(config) == AUTOCAST and not zero.get("stage"):
+    if precision == AUTOCAST and not zero.get("stage"):
         notes.append(AUTOCAST_AT_ZERO0)
     if device == "cpu" and zero.get("zero_quantized_weights") is True:
         raise RunRefused("zero_optimization.zero_quantized_weights (ZeRO++ qwZ) cannot run on CPU ranks: DeepSpeed's "
@@ -328,7 +329,7 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.schema.batch import BatchError, solve_batch
 
     pipeline = pipeline_plan(request, config, world, resolved, notes)
-    if pipeline is not None and precision_of(config) == AUTOCAST:
+    if pipeline is not None and precision == AUTOCAST:
         raise RunRefused(AUTOCAST_WITH_PIPELINE)
     from dsx.run.sequence import sequence_parallel_size
 
@@ -351,7 +352,7 @@ def resolve_trial(request: RunRequest) -> Trial:
     from dsx.run.kernels import kernel_plan
 
     kernels = kernel_plan(request, resolved, device, zero_stage(config), pipeline, sequence, notes,
-                          precision=precision_of(config))
+                          precision=precision)
     sparse = None
     if block is not None:
         from dsx.sparse.planning import decide

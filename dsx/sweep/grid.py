@@ -10,13 +10,13 @@ import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.config_facts import configuration_label
+from dsx.config_facts import PRECISIONS, configuration_label
 from dsx.results import config_hash
 from dsx.sweep.search import MB_FLAT
 
 AUTO = "auto"
 OFFLOAD_CHOICES = ("none", "cpu", "nvme")
-PRECISION_CHOICES = ("bf16", "fp16", "fp32", "bf16-autocast")
+PRECISION_CHOICES = PRECISIONS
 
 
 class SweepError(ValueError):
