@@ -124,6 +124,64 @@ def test_fp32_and_communication_data_type_set_the_element_bytes(tiny):
     assert predict(upcast, tiny, 2).bytes_per_step == 2 * n * 4 + n * 2
 
 
+def autocast(stage: int, **block) -> dict:
+    return {"torch_autocast": {"enabled": True, "dtype": "bfloat16", **block}, "zero_optimization": {"stage": stage}}
+
+
+def split_by_owner(tiny: ParamFacts, *names: str) -> tuple[int, int]:
+    """(elements a module of one of these classes owns, the rest) of gpt2-tiny."""
+    owned = sum(x for x, owners in zip(tiny.numels, tiny.owners) if any(o.endswith(n) for o in owners for n in names))
+    return owned, tiny.total - owned
+
+
+def test_facts_name_each_parameters_owners_gpt2s_conv1d_its_head_tying_the_embedding_to_a_linear(tiny):
+    owners = set(tiny.owners)
+    assert ("transformers.pytorch_utils.Conv1D",) in owners
+    assert ("torch.nn.modules.sparse.Embedding", "torch.nn.modules.linear.Linear") in owners
+    assert split_by_owner(tiny, ".Linear") == (64_000, tiny.total - 64_000)
+
+
+def test_under_autocast_zero_1_reduces_linear_gradients_in_bf16_the_rest_in_fp32_and_gathers_fp32(tiny):
+    # DeepSpeed 0.19.8: the comm dtype of parameters torch.nn.Linear owns; GPT-2's Conv1D is not one of its classes
+    linear, rest = split_by_owner(tiny, ".Linear")
+    p = predict(autocast(1), tiny, 2)
+    assert p.parts == {"gradients": 2 * (2 * linear + 4 * rest), "parameters (all-gather after the step)": 4 * tiny.total}
+
+
+def test_under_autocast_the_prediction_says_which_class_keeps_most_gradients_in_fp32(tiny):
+    assert predict(autocast(2), tiny, 2).notes == [
+        "torch_autocast: 37% of the parameters' gradients go in 16 bits (a module of lower_precision_safe_modules "
+        "owns them), the rest in fp32 (58% of all are transformers.pytorch_utils.Conv1D's: naming that class in "
+        "torch_autocast.lower_precision_safe_modules sends their gradients in 16 bits)"]
+    assert predict(autocast(2), tiny, 1).notes == ["one rank: DeepSpeed still reduces the gradients, on a group of one, "
+                                                   "and skips its all-gathers"]
+
+
+def test_under_autocast_communication_data_type_is_not_read_at_zero_1_to_3(tiny):
+    assert predict({**autocast(2), "communication_data_type": "fp32"}, tiny, 2).parts == predict(autocast(2), tiny, 2).parts
+
+
+def test_under_autocast_zero_0_all_reduces_in_fp32_or_the_communication_data_type(tiny):
+    n = tiny.total
+    assert predict(autocast(0), tiny, 2).parts == {"gradients": 2 * n * 4}
+    assert predict({**autocast(0), "communication_data_type": "bf16"}, tiny, 2).parts == {"gradients": 2 * n * 2}
+
+
+def test_under_autocast_the_configs_lower_precision_safe_modules_decide_which_gradients_go_in_bf16(tiny):
+    both = autocast(2, lower_precision_safe_modules=["torch.nn.Linear", "transformers.pytorch_utils.Conv1D"])
+    linear_and_conv, rest = split_by_owner(tiny, ".Linear", ".Conv1D")
+    assert predict(both, tiny, 2).parts["gradients"] == 2 * (2 * linear_and_conv + 4 * rest)
+    assert predict(autocast(2, lower_precision_safe_modules=[]), tiny, 2).parts["gradients"] == 2 * tiny.total * 4
+
+
+def test_under_autocast_zero_3_gathers_partitioned_parameters_in_their_comm_dtype_persistent_ones_in_fp32(tiny):
+    linear, rest = split_by_owner(tiny, ".Linear")
+    partitioned = {**autocast(3), "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
+    nothing_kept = predict(partitioned, tiny, 2)
+    assert nothing_kept.parts["parameters (forward and backward gathers)"] == 2 * linear + 4 * rest
+    assert predict(autocast(3), tiny, 2).parts["parameters (persistent, after the step)"] == 4 * tiny.total
+
+
 def test_zero_3_keeps_small_parameters_whole_and_all_gathers_them_once_after_the_step(tiny):
     n = tiny.total
     p = predict(zero(3), tiny, 2, grad_accum=2)

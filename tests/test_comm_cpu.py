@@ -1,13 +1,16 @@
 """Proof: the bytes DeepSpeed's ZeRO-1/2/3 move per step on gloo ranks, counted by its comms logger, match what
 dsx predicts (dsx.comm.predict) within TOLERANCE.
 
-Seven real runs of gpt2-tiny (172,288 parameters, bf16; 2 ranks, one run 4), shared by every test here (one
+Nine real runs of gpt2-tiny (172,288 parameters, bf16; 2 ranks, one run 4), shared by every test here (one
 module-scoped fixture, one results file): ZeRO-1, ZeRO-2 with 2 accumulated micro-batches, ZeRO-3 with its tensors kept
 whole (persistence 1e5, DeepSpeed's default and what dsx writes on GPUs; dsx writes 0 on CPU ranks), ZeRO-3 with
 nothing kept between uses (persistence threshold, reuse distance and prefetch 0: the ZeRO paper's 3N, plus the tied
 embedding gathered at each of its uses), and ZeRO-3 with ZeRO++ on one node: quantized gradients (qgZ), which
 DeepSpeed reduce-scatters as without it there, and a secondary partition (hpZ) over both ranks and, on 4 ranks, over
-groups of 2 (qwZ has no CPU kernel, qgZ quantises only across nodes: neither is measured on CPU ranks).
+groups of 2 (qwZ has no CPU kernel, qgZ quantises only across nodes: neither is measured on CPU ranks). Two more in
+bf16-autocast (ZeRO-2 with 2 micro-batches, ZeRO-3 with nothing kept): the tied embedding's gradient (a
+torch.nn.Linear owns it) reduced and gathered in bf16, the Conv1D and norm ones in fp32, the weights gathered after the
+step in fp32 (dsx.comm.predict's autocast row).
 
 Every run has two warm-up steps, so the logger counts the second (dsx.rank.comms) and the timed steps run without it.
 TOLERANCE is 1%: what the prediction leaves out is the gradient-norm and overflow all-reduces (5 to 8 bytes per
@@ -50,6 +53,11 @@ RUNS = {
                                       "--ds-set", "zero_optimization.stage3_max_reuse_distance=0",
                                       "--ds-set", "zero_optimization.stage3_prefetch_bucket_size=0",
                                       "--ds-set", "zero_optimization.zero_hpz_partition_size=2"],
+    "autocast-zero2-accum2": ["--zero", "2", "--grad-accum", "2", "--precision", "bf16-autocast"],
+    "autocast-zero3-nothing-kept": ["--zero", "3", "--precision", "bf16-autocast",
+                                    "--ds-set", "zero_optimization.stage3_param_persistence_threshold=0",
+                                    "--ds-set", "zero_optimization.stage3_max_reuse_distance=0",
+                                    "--ds-set", "zero_optimization.stage3_prefetch_bucket_size=0"],
 }
 
 
@@ -113,6 +121,21 @@ def test_zero_3_reduce_scatters_the_gradients_and_gathers_what_it_did_not_keep(r
     assert nothing_kept.collectives["all_gather_into_tensor"].bytes_per_step == 2 * (n + 64_000) * 2
     assert kept.bytes_per_param == pytest.approx(4.0, rel=TOLERANCE)
     assert nothing_kept.bytes_per_param > nothing_kept.predicted.paper_bytes_per_step / n  # past the paper's 3N
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_under_autocast_the_linear_owned_gradients_and_gathers_are_bf16_the_rest_fp32(rows):
+    """gpt2-tiny: 64,000 elements (the embedding tied to the lm_head, a torch.nn.Linear) in bf16, 108,288 (Conv1D,
+    LayerNorm, positions) in fp32."""
+    bf16, fp32 = 64_000, 172_288 - 64_000
+    zero2 = rows["autocast-zero2-accum2"][0].comm
+    gradients = zero2.collectives["all_reduce"].logged_bytes_per_step
+    assert 2 * (2 * bf16 + 4 * fp32) <= gradients <= 2 * (2 * bf16 + 4 * fp32) + 8  # + the gradient norm
+    assert zero2.collectives["all_gather_into_tensor"].bytes_per_step == 4 * (bf16 + fp32)  # fp32 weights
+    zero3 = rows["autocast-zero3-nothing-kept"][0].comm
+    assert zero3.collectives["reduce_scatter_tensor"].logged_bytes_per_step == 2 * bf16 + 4 * fp32
+    assert zero3.collectives["all_gather_into_tensor"].bytes_per_step == 2 * (2 * 2 * bf16 + 4 * fp32)  # tied: 2 uses
 
 
 @pytest.mark.slow

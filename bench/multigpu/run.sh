@@ -74,6 +74,11 @@
 #                             its ZeRO++ runs, last, did not finish), then qwZ (int8 weights), hpZ (a secondary
 #                             partition of 2), and qwZ + qgZ + hpZ (qgZ on one node: DeepSpeed reduce-scatters as
 #                             without it); skipped when the op does not build
+#   autocast2   ~7 min        --precision bf16-autocast against bf16 on 2 GPUs, alternating pairs (the comms logger
+#                             counts warm-up step 2): GPT-2 124M as comm2 runs it at ZeRO-2 (transformers' Conv1D: its
+#                             gradients go in fp32 under autocast), then llama-1b (seq 2048, every matrix a
+#                             torch.nn.Linear: bf16) at ZeRO-2 and ZeRO-3, micro-batch 4 x 2: bytes against
+#                             dsx.comm.predict's autocast row, tokens/s against bf16's
 #   x4 parts (4 GPUs):
 #   dp4         ~6.5-8 min    TUNED at ZeRO-$BEST_ZERO: 4 GPUs, 1 GPU, then 2 GPUs (1 -> 2 -> 4 in one command; the
 #                             2-GPU run last: it is the one skipped if time runs short)
@@ -151,7 +156,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -185,6 +190,7 @@ z3_1b=(--model llama-1b --zero 3 --micro-batch 4 --grad-accum 4 "${adam[@]}" --s
 pipe=(--model gpt2-xl --vocab-pad 64 --seq-len 1024 --zero 1 --precision bf16 --micro-batch 4 "${adam[@]}"
       --steps 5 --warmup 2 --trial-timeout 200 --no-prune)
 gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 8 --gpus 2 --steps 20 --warmup 5)
+llama1b=(--model llama-1b --micro-batch 4 --grad-accum 2 --gpus 2 "${adam[@]}" --steps 3 --warmup 2)
 zpp=zero_optimization
 printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' >"$rows/hosts-2x1"  # two 1-GPU "nodes" of a 2-GPU host
 printf '127.0.0.1 slots=4\n127.0.0.2 slots=4\n' >"$rows/hosts-2x2"  # two 2-GPU "nodes" of a 4-GPU host
@@ -463,6 +469,18 @@ for p in "$@"; do
       dsx_run 150 "${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2
       dsx_run 150 "${tuned_z3[@]}" --gpus 1
       python3 bench/estimator/host_probe.py >>"$log" 2>&1
+      finish
+      ;;
+    autocast2)
+      begin "$p"
+      for prec in bf16 bf16-autocast; do
+        dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --precision "$prec"
+      done
+      for z in 2 3; do
+        for prec in bf16 bf16-autocast; do
+          dsx_run 150 "${llama1b[@]}" --zero "$z" --precision "$prec"
+        done
+      done
       finish
       ;;
     zeropp2)

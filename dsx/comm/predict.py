@@ -27,6 +27,12 @@ tests/test_comm_cpu.py) sends:
     1-bit     Adam / 0-1 Adam / LAMB (ZeRO-0): warm-up like ZeRO-0; compressed steps send the signs (1 bit per
               element) through an all-to-all and an all-gather: about N/4 bytes, plus a scale per chunk (on one
               rank nothing)
+    autocast  torch_autocast at ZeRO 1-3: each parameter has a comm dtype (runtime/torch_autocast.py), the
+              autocast dtype (2 bytes) where a module of exactly one of lower_precision_safe_modules' classes owns
+              it (AUTOCAST_SAFE_MODULES by default: torch.nn.Linear, Conv1d/2d/3d), its own fp32 elsewhere; its
+              gradient is reduced, and at ZeRO-3 the partitioned parameter gathered, in that dtype
+              (communication_data_type is not read); the all-gathers after the step (ZeRO-1/2's partitions, ZeRO-3's
+              persistent parameters) stay fp32. ZeRO-0 all-reduces in communication_data_type (default fp32)
     ZeRO++    qwZ: the parameter all-gathers in int8 (1 byte, scales ignored); qgZ: the 2-D gradients through two
               int4 all-to-alls (0.5 byte in the intra-node one, 0.5/L in the inter-node one, L = ranks per node;
               1-D ones still reduce-scatter); hpZ: the backward gathers stay within groups of
@@ -48,9 +54,16 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsx.config_facts import ONEBIT, precision_of, ulysses_group, zero_stage
+from dsx.config_facts import ONEBIT, precision_of, ulysses_group, weights_precision, zero_stage
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+AUTOCAST_SAFE_MODULES = ("torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d")
+"""DeepSpeed 0.19.8's lower_precision_safe_modules when torch_autocast names none (runtime/torch_autocast.py). Its
+test is the module's exact class: transformers' Conv1D (GPT-2's attention and MLP) is not one, so GPT-2's gradients
+go in fp32 but for its tied embedding (which the lm_head, a torch.nn.Linear, also owns)."""
+
+_FP32_NAMES = ("fp32", "float32", "float", "torch.float32", "torch.float")
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,9 @@ class ParamFacts:
     uses: tuple[int, ...]
     """How many modules own each parameter directly (2 for a tied embedding)."""
     ndims: tuple[int, ...]
+    owners: tuple[tuple[str, ...], ...] = ()
+    """The classes of the modules that own each parameter directly, as module.qualname ('torch.nn.modules.linear.
+    Linear'): what torch_autocast's lower_precision_safe_modules is matched against. Empty: not known."""
 
     @property
     def total(self) -> int:
@@ -83,19 +99,24 @@ def param_facts(resolved) -> ParamFacts:
     if key not in _FACTS:
         sources = [Path(__file__), Path(__file__).parents[1] / "models.py"]
         fields = ("numels", "uses", "ndims")
+
+        def load(cached) -> ParamFacts:
+            return ParamFacts(**{name: tuple(cached[name]) for name in fields},
+                              owners=tuple(tuple(names) for names in cached["owners"]))
+
         _FACTS[key] = derived("param-facts", disk_key(resolved), sources, lambda: facts_of_module(meta_model(resolved)),
-                              lambda cached: ParamFacts(**{name: tuple(cached[name]) for name in fields}), asdict)
+                              load, asdict)
     return _FACTS[key]
 
 
 def facts_of_module(model) -> ParamFacts:
-    uses: dict[int, int] = {}
+    owners: dict[int, list[str]] = {}
     for module in model.modules():
         for param in module.parameters(recurse=False):
-            uses[id(param)] = uses.get(id(param), 0) + 1
+            owners.setdefault(id(param), []).append(f"{type(module).__module__}.{type(module).__qualname__}")
     params = list(model.parameters())
-    return ParamFacts(numels=tuple(p.numel() for p in params), uses=tuple(uses.get(id(p), 1) for p in params),
-                      ndims=tuple(p.dim() for p in params))
+    return ParamFacts(numels=tuple(p.numel() for p in params), uses=tuple(len(owners.get(id(p), [1])) for p in params),
+                      ndims=tuple(p.dim() for p in params), owners=tuple(tuple(owners.get(id(p), [])) for p in params))
 
 
 @dataclass
@@ -131,13 +152,52 @@ def _dtype_bytes(config: dict) -> tuple[int, int]:
     """(g, p): bytes of a communicated gradient element and of a parameter element. Under Ulysses DeepSpeed's engine
     reduces gradients in seq_parallel_communication_data_type instead (default fp32: 4.00 bytes a parameter logged
     on 4 H100s, bench/multigpu/rows/long4.jsonl)."""
-    precision = precision_of(config)
+    precision = weights_precision(precision_of(config))
     p = ELEMENT_BYTES.get(precision, 4)
     comm = str(config.get("communication_data_type") or "").lower()
     if ulysses_group(config) > 1:
         comm = str(config.get("seq_parallel_communication_data_type") or "fp32").lower()
     g = ELEMENT_BYTES.get({"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(comm, comm), p)
     return g, p
+
+
+def _same_class(name: str, qualified: str) -> bool:
+    """Whether a class name as a config writes it ('torch.nn.Linear') names the class a module reports
+    ('torch.nn.modules.linear.Linear'): the same top-level package and class name (DeepSpeed imports the name; dsx
+    reads it without importing torch)."""
+    return name.split(".")[0] == qualified.split(".")[0] and name.rsplit(".", 1)[-1] == qualified.rsplit(".", 1)[-1]
+
+
+def autocast_element_bytes(config: dict, facts: ParamFacts) -> tuple[float, ...] | None:
+    """Under torch_autocast at ZeRO 1-3, each parameter's communication dtype in bytes (DeepSpeed's comm_dtype,
+    runtime/torch_autocast.py): the autocast dtype where a module of exactly one of lower_precision_safe_modules'
+    classes owns the parameter, its own fp32 elsewhere. ZeRO reduces each gradient in it, and ZeRO-3 gathers each
+    partitioned parameter in it (partition_parameters.get_allgather_dtype). None without autocast or at ZeRO-0."""
+    autocast = config.get("torch_autocast") if isinstance(config.get("torch_autocast"), dict) else {}
+    if autocast.get("enabled") is not True or zero_stage(config) == 0:
+        return None
+    low = 4.0 if str(autocast.get("dtype", "")).lower() in _FP32_NAMES else 2.0
+    safe = autocast.get("lower_precision_safe_modules")
+    safe = AUTOCAST_SAFE_MODULES if safe is None else tuple(str(name) for name in safe)
+    owners = facts.owners or ((),) * len(facts.numels)
+    return tuple(low if any(_same_class(name, cls) for name in safe for cls in classes) else 4.0
+                 for classes in owners)
+
+
+def _autocast_note(facts: ParamFacts, element_bytes: tuple[float, ...]) -> str:
+    """What share of the gradients torch_autocast sends in 16 bits, and which class holds most of the rest."""
+    low = sum(x for x, e in zip(facts.numels, element_bytes) if e < 4)
+    by_class: dict[str, int] = {}
+    for x, e, classes in zip(facts.numels, element_bytes, facts.owners or ((),) * len(facts.numels)):
+        if e == 4 and classes:
+            by_class[classes[0]] = by_class.get(classes[0], 0) + x
+    note = (f"torch_autocast: {low / facts.total:.0%} of the parameters' gradients go in 16 bits (a module of "
+            "lower_precision_safe_modules owns them), the rest in fp32")
+    name, count = max(by_class.items(), key=lambda item: item[1], default=("", 0))
+    if count >= 0.1 * facts.total:  # worth a config line: e.g. GPT-2's Conv1D, 68% of gpt2's parameters
+        note += (f" ({count / facts.total:.0%} of all are {name}'s: naming that class in torch_autocast."
+                 "lower_precision_safe_modules sends their gradients in 16 bits)")
+    return note
 
 
 def _zero3_partition(zero: dict, facts: ParamFacts) -> tuple[list[bool], int, int, float]:
@@ -188,6 +248,10 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
     reduces over every rank of the world (DeepSpeed's sequence-data-parallel group)."""
     n = facts.total
     g, p = _dtype_bytes(config)
+    autocast = autocast_element_bytes(config, facts)
+    grad_bytes = autocast or (float(g),) * len(facts.numels)
+    gather_bytes = autocast or (float(p),) * len(facts.numels)
+    grads = sum(x * e for x, e in zip(facts.numels, grad_bytes))  # N·g
     stage = zero_stage(config)
     zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
     accum = max(1, int(grad_accum))
@@ -199,10 +263,10 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
     kind = str((config.get("optimizer") or {}).get("type", "")).lower()
     compressed = None
     if stage in (0, 1, 2):
-        paper = 2.0 * n * g
+        paper = 2.0 * grads
         multi = _truthy(zero.get("use_multi_rank_bucket_allreduce", True))
         reduce_scatter = _truthy(zero.get("reduce_scatter", True))
-        per_reduction = n * g if (stage and reduce_scatter and not multi) else 2.0 * n * g
+        per_reduction = grads if (stage and reduce_scatter and not multi) else 2.0 * grads
         reductions = accum if stage == 2 else 1
         parts["gradients"] = per_reduction * reductions
         if stage:
@@ -216,24 +280,25 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
             notes.append("1-bit on one rank: the compressed steps have no peer to send their signs to (measured: 2 "
                          "bytes a step on one H100, bench/onebit)")
     else:
-        paper = 3.0 * n * g
+        paper = 3.0 * grads
         persist, persisted, part_uses, released = _zero3_partition(zero, facts)
-        part_n = sum(x for x, kept in zip(facts.numels, persist) if not kept)
-        regather = (2 * part_uses - part_n) * released
-        w = p
         if _truthy(zero.get("zero_quantized_weights")):
-            w = 1
+            gather_bytes = (1.0,) * len(facts.numels)
             notes.append("qwZ: parameter all-gathers in int8 (scales not counted)")
-        parts["parameters (forward and backward gathers)"] = (part_n + regather) * w * accum if gathers else 0.0
+        part = [(x * e, x * u * e) for x, u, e, kept in zip(facts.numels, facts.uses, gather_bytes, persist) if not kept]
+        part_bytes, part_use_bytes = sum(b for b, _ in part), sum(b for _, b in part)
+        regather = (2 * part_use_bytes - part_bytes) * released
+        parts["parameters (forward and backward gathers)"] = (part_bytes + regather) * accum if gathers else 0.0
         parts["parameters (persistent, after the step)"] = float(persisted * p) if gathers else 0.0
         local = max(1, min(world_size, ranks_per_node or world_size))
         qgz = _truthy(zero.get("zero_quantized_gradients"))
         if qgz and world_size // local > 1:
             two_d = sum(x for x, d in zip(facts.numels, facts.ndims) if d >= 2)
-            parts["gradients"] = (two_d * 0.5 * (1 + 1 / local) + (n - two_d) * g) * accum
+            one_d = sum(x * e for x, e, d in zip(facts.numels, grad_bytes, facts.ndims) if d < 2)
+            parts["gradients"] = (two_d * 0.5 * (1 + 1 / local) + one_d) * accum
             notes.append("qgZ: 2-D gradients through two int4 all-to-alls, 1-D ones reduce-scattered")
         else:
-            parts["gradients"] = float(n * g * accum)
+            parts["gradients"] = float(grads * accum)
             if qgz:  # stage3.py: all_to_all_quant_reduce only when world size // devices per node > 1
                 notes.append("qgZ: on one node DeepSpeed reduce-scatters the gradients as without it (its int4 "
                              "all-to-alls run only when the ranks span several nodes)")
@@ -241,6 +306,8 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
         if hpz > 1:
             notes.append(f"hpZ: backward gathers within groups of {hpz} ranks: the same volume, less of it between "
                          "nodes")
+    if autocast is not None and world_size > 1:
+        notes.append(_autocast_note(facts, autocast))
     if all_to_all_bytes:
         parts["Ulysses all-to-alls"] = float(all_to_all_bytes)
     total = float(sum(parts.values()))

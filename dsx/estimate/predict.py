@@ -332,8 +332,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                      f"dsx.calibration.OVERFLOW_CHECK_S_PER_TENSOR); {why}")
     if precision == AUTOCAST:
         notes.append("bf16-autocast: fp32 weights and gradients, bf16 matrix products, no per-tensor overflow check; "
-                     "activations as dsx.activations emulates CUDA's autocast; communication priced in fp32, while "
-                     "DeepSpeed sends the gradients of torch.nn.Linear parameters in bf16")
+                     "activations as dsx.activations emulates CUDA's autocast")
         if stage == 0:
             notes.append(AUTOCAST_AT_ZERO0)
     if logger := comm_logger_seconds(setup):
