@@ -23,10 +23,13 @@
 #          clipping); within a deadline of DEADLINE_S s (default 560), the most telling runs first (the first
 #          command, h200_autocast/, spelled bf16-autocast `--precision fp32 --ds-set torch_autocast.enabled=true
 #          --ds-set torch_autocast.dtype=bfloat16`: the flag did not exist yet)
+#   autocast-llama  llama-1b (seq 2048) at ZeRO-2, micro-batch 4, bf16 against bf16-autocast on one GPU: dsx run at
+#          grad-accum 2 (the 1-GPU rows of bench/multigpu's autocast2 pairs), then bench/tools/step_profile.py's
+#          forward / backward / step and kernels, alternating twice (why autocast was 0.86x bf16 on 2 GPUs)
 set -uo pipefail
-out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast)}
+out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama)}
 shift
-[ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama)" >&2; exit 2; }
 source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
 as_baseline=("${adam[@]}" --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)  # what the baseline does
 no_dropout=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0)
@@ -137,8 +140,24 @@ for step in "$@"; do
       run_by 80 "${baseline[@]}" --micro-batch 32 --compile --out "$out/baseline.jsonl"
       python3 -m dsx report "$res" >>"$log" 2>&1
       ;;
+    autocast-llama)
+      start_log "$out/autocast_llama.log"
+      set_deadline "${DEADLINE_S:-560}"
+      llama=(--model llama-1b --micro-batch 4 --grad-accum 2 --gpus 1 --zero 2 "${adam[@]}" --steps 3 --warmup 2
+             --results "$res" --timeout 100)
+      for prec in bf16 bf16-autocast; do
+        run_by 120 python3 -m dsx run "${llama[@]}" --precision "$prec"
+        python3 -m dsx config --zero 2 --micro-batch 4 --precision "$prec" --set optimizer.params.torch_adam=true \
+          --set optimizer.params.fused=true -o "$out/ds_zero2_$prec.json" >>"$log" 2>&1
+      done
+      for prec in bf16 bf16-autocast bf16 bf16-autocast; do
+        run_by 100 python3 bench/tools/step_profile.py --model llama-1b --micro-batch 4 --only deepspeed \
+          --ds-config "$out/ds_zero2_$prec.json" --warmup 3 --steps 8 --profile-steps 2 --out "$out/profile.jsonl"
+      done
+      python3 -m dsx report "$res" >>"$log" 2>&1
+      ;;
     *)
-      echo "unknown step '$step' (steps: gpt2 part1 ... part7 autocast)" >&2
+      echo "unknown step '$step' (steps: gpt2 part1 ... part7 autocast autocast-llama)" >&2
       exit 2
       ;;
   esac
