@@ -191,7 +191,8 @@ def calibration_role(row: dict) -> str:
     (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the
     logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload
     calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host speed calibration' (a
-    HOST_SPEED_RUNS row: it set H200.host_loop_ns) or 'judged'."""
+    HOST_SPEED_RUNS row: it set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row: it set
+    AUTOCAST_S_PER_PARAM) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
@@ -206,6 +207,8 @@ def calibration_role(row: dict) -> str:
         return "act offload calibration"
     if row.get("run_id") in HOST_SPEED_RUN_IDS:
         return "host speed calibration"
+    if row.get("run_id") in AUTOCAST_RUN_IDS:
+        return "autocast calibration"
     if (row.get("toggles") or {}).get("act_ckpt_offload") and row.get("time", "") < FIRST_OFFLOAD_BEFORE:
         return "first offload"
     if row.get("run_id") in H200_CALIBRATION_RUN_IDS:
@@ -247,6 +250,40 @@ OVERFLOW_CHECK_S_PER_TENSOR = 1.06e-04
 """Seconds a ZeRO-1/2 step spends per gradient tensor of a rank's partition on the overflow check: the median over
 OVERFLOW_CHECK_PAIRS of the step time difference over the model's parameter tensors (bench/estimator/calibrate.py:
 calibrate_overflow_check). The H100 and H200 hosts ran the same lean step alike (11.0 and 7.2-12.1 ms)."""
+
+
+# --- bf16-autocast at ZeRO-1/2 ------------------------------------------------------------------------------------
+# Under torch_autocast the gradients are fp32 (the weights are) and ZeRO-1/2 moves each through its comm dtype's bucket
+# (dsx.comm.predict): on llama-1b at micro-batch 4 a step's copy kernels grew from 31 to 51 ms, a device-to-device
+# memcpy of 8 ms among them (bench/mfu/h200_autocast_llama/profile.jsonl, one H200, two pairs), and a micro-batch's
+# forward and backward took 29 ms more than bf16's while the step lost its overflow check (-18 ms). Priced per
+# parameter and micro-batch: a rank's backward makes every parameter's gradient at ZeRO-1/2 (the same cost on 1 and 2
+# GPUs). ZeRO-3 did not show it (llama-1b on 2 H200s: 3.3 ps a parameter, against 26 at ZeRO-2); ZeRO-0 is not
+# measured and not priced.
+
+AUTOCAST_PAIRS = (  # (file, bf16 run, bf16-autocast run): ZeRO-1/2, one command each
+    ("bench/mfu/h200_autocast_llama/runs.jsonl",  # llama-1b ZeRO-2 mb 4 x 2, 1 GPU: 363.1 / 411.6 ms
+     "1df99b74f9c049e9b8b325a221930a57", "02e147061ffa4fad94aacb40d57df884"),
+    ("bench/multigpu/rows/autocast2.jsonl",  # the same on 2 H200s: 360.4 / 417.0 ms
+     "79f542cd7f58479886505da37e5b52b0", "b45a9d2669c54f2b89b2f5cd917ed36e"),
+    ("bench/mfu/h200_autocast_flag/runs.jsonl",  # gpt2 ZeRO-1 mb 32 compiled: 90.0 / 77.3 ms
+     "651eb2117c1a4802840a3dabdd1d24db", "ff9693799720457da4e24d366f9daede"),
+    ("bench/mfu/h200_autocast/runs.jsonl",  # the same, another command: 86.9 / 76.5 ms
+     "ebf04b46141e473b8cf6980b5ff60f42", "ecd6dd83235648a88fcce5b0091b75c7"),
+    ("bench/mfu/h200_autocast/runs.jsonl",  # the same without clipping or the overflow check: 72.1 / 74.3 ms
+     "11368c8b65aa45319a9bce1371571da9", "cf1339886b784833a6cfb5a58ecb45a7"),
+)
+"""The pairs AUTOCAST_S_PER_PARAM comes from, all on H200s. Left out: GPT-2 124M eager on 2 H200s (autocast2, 67.3 /
+59.6 ms: a host-bound step, the estimate puts 44 ms of work in it, so GPU work added there is hidden; 0.7 ps a
+parameter) and llama-1b at ZeRO-3 (outside the term)."""
+
+AUTOCAST_RUN_IDS = frozenset(run_id for _, *ids in AUTOCAST_PAIRS for run_id in ids)
+"""Every row of AUTOCAST_PAIRS (calibration_role: 'autocast calibration')."""
+
+AUTOCAST_S_PER_PARAM = 2.59e-11
+"""Seconds bf16-autocast adds to a ZeRO-1/2 step per parameter and micro-batch: the median over AUTOCAST_PAIRS of the
+measured step difference less the estimate's (the overflow check autocast drops), over parameters x micro-batches
+(bench/estimator/calibrate.py: calibrate_autocast; the pairs gave 17.1 to 42.8 ps)."""
 
 
 # --- ZeRO-3 across GPUs -------------------------------------------------------------------------------------------

@@ -162,3 +162,17 @@ def test_a_run_of_a_config_file_in_autocast_with_pipeline_stages_is_refused(tmp_
     with pytest.raises(RunRefused) as info:
         resolve_trial(RunRequest(model="gpt2-tiny", gpus=2, pipeline_stages=2, config_path=str(path)))
     assert str(info.value) == AUTOCAST_WITH_PIPELINE
+
+
+def test_the_estimate_prices_autocasts_fp32_gradients_at_zero_1_and_2_only():
+    """llama-1b on 2 H200s, micro-batch 4 x 2 (bench/multigpu/rows/autocast2.jsonl): 2 micro-batches of 1.24B
+    parameters at ZeRO-2; nothing at ZeRO-3 (not seen there) or in bf16."""
+    from dsx.calibration import AUTOCAST_S_PER_PARAM
+    from dsx.estimate import setup_of_row
+    from dsx.estimate.predict import autocast_seconds
+
+    priced = {(row["ds_config"]["zero_optimization"]["stage"], precision_of(row["ds_config"])):
+              autocast_seconds(setup_of_row(row))
+              for row in read_rows(ROOT / "bench/multigpu/rows/autocast2.jsonl") if row["model"]["preset"] == "llama-1b"}
+    assert priced == {(2, "bf16"): 0.0, (2, "bf16-autocast"): AUTOCAST_S_PER_PARAM * 1_235_814_400 * 2,
+                      (3, "bf16"): 0.0, (3, "bf16-autocast"): 0.0}

@@ -169,3 +169,19 @@ def test_each_overflow_check_pair_differs_in_the_check_and_not_in_model_or_stage
         assert lean["ds_config"]["zero_optimization"] == checked["ds_config"]["zero_optimization"] == {"stage": 1}
         assert lean["ds_config"]["bf16"]["check_grad_overflow"] is False
         assert checked["ds_config"]["bf16"]["check_grad_overflow"] is True
+
+
+def test_each_autocast_pair_differs_in_precision_alone_at_zero_1_or_2():
+    from dsx.calibration import AUTOCAST_PAIRS
+    from dsx.config_facts import precision_of
+
+    for path, bf16_id, autocast_id in AUTOCAST_PAIRS:
+        rows = {row["run_id"]: row for row in read_rows(ROOT / path)}
+        bf16, autocast = rows[bf16_id], rows[autocast_id]
+        assert (precision_of(bf16["ds_config"]), precision_of(autocast["ds_config"])) == ("bf16", "bf16-autocast")
+        for same in ("model", "micro_batch", "grad_accum", "world_size", "gpu_name"):
+            assert bf16[same] == autocast[same], (path, same)
+        assert bf16["ds_config"]["zero_optimization"]["stage"] == autocast["ds_config"]["zero_optimization"][
+            "stage"] in (1, 2)
+        assert bf16["ds_config"].get("gradient_clipping") == autocast["ds_config"].get("gradient_clipping")
+        assert bf16["toggles"].get("compile") == autocast["toggles"].get("compile")

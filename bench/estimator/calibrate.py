@@ -18,7 +18,8 @@ import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
-from dsx.calibration import (CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE, COMPILE_HEAD_FACTOR,
+from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE,
+                             COMPILE_HEAD_FACTOR,
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
@@ -28,7 +29,8 @@ from dsx.calibration import (CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE, 
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, HOST_SPEED_RUNS,
                              GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
-from dsx.estimate.predict import (act_offload_bytes, overflow_check_seconds, sent_bytes, ulysses_bytes,
+from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, overflow_check_seconds, sent_bytes,
+                                  ulysses_bytes,
                                   ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step, zero3_hook_seconds)
 from dsx.estimate.states import attention_seconds, compute_rate
 from dsx.gpus import peak_tflops
@@ -281,6 +283,21 @@ def calibrate_comm_logger(root: Path = ROOT) -> tuple[float, float]:
     return s_per_byte, float(f"{s_per_fetch:.3g}")
 
 
+def calibrate_autocast(root: Path = ROOT) -> float:
+    """AUTOCAST_S_PER_PARAM from AUTOCAST_PAIRS (one configuration in bf16 and in bf16-autocast, in one command): per
+    pair, the measured step difference less the estimate's without the term (autocast drops the overflow check),
+    over parameters x micro-batches; the median of those."""
+    per_param = []
+    for path, bf16_id, autocast_id in AUTOCAST_PAIRS:
+        bf16_row, autocast_row = pair_rows(root, path, bf16_id, autocast_id, "bf16-autocast")
+        bf16, autocast = setup_of_row(bf16_row), setup_of_row(autocast_row)
+        predicted = (step_time(autocast, autocast.micro_batch) - autocast_seconds(autocast)
+                     - step_time(bf16, bf16.micro_batch))
+        extra = _step(autocast_row) - _step(bf16_row) - predicted
+        per_param.append(extra / (count_params(autocast.resolved) * autocast.grad_accum))
+    return float(f"{statistics.median(per_param):.3g}")
+
+
 def calibrate_host_speed(root: Path = ROOT) -> float:
     """GpuKind.host_loop_ns from HOST_SPEED_RUNS (one ZeRO-3 configuration on hosts of different Python speed): per
     row, the measured step less the estimate's other terms is the hooks' time; over what zero3_s_per_module_pass
@@ -391,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# the comms logger, from {', '.join(sorted({path for path, _, _ in COMM_LOGGER_PAIRS}))}: "
           f"COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH = {logger!r}"
           + ("" if logger == shipped_logger else f"  # dsx ships {shipped_logger!r}"))
+    autocast = calibrate_autocast()
+    print(f"# bf16-autocast at ZeRO-1/2, from {', '.join(sorted({path for path, _, _ in AUTOCAST_PAIRS}))}: "
+          f"AUTOCAST_S_PER_PARAM = {autocast!r}"
+          + ("" if autocast == AUTOCAST_S_PER_PARAM else f"  # dsx ships {AUTOCAST_S_PER_PARAM!r}"))
     host = calibrate_host_speed()
     print(f"# the host's Python speed, from {', '.join(path for path, _, _ in HOST_SPEED_RUNS)}: "
           f"GPUS['h200-141gb'].host_loop_ns = {host!r}"
@@ -398,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if differ or host != GPUS["h200-141gb"].host_loop_ns or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
-        else 0
+        or autocast != AUTOCAST_S_PER_PARAM else 0
 
 
 if __name__ == "__main__":
