@@ -79,6 +79,9 @@
 #                             gradients go in fp32 under autocast), then llama-1b (seq 2048, every matrix a
 #                             torch.nn.Linear: bf16) at ZeRO-2 and ZeRO-3, micro-batch 4 x 2: bytes against
 #                             dsx.comm.predict's autocast row, tokens/s against bf16's
+#   conv1d2    ~5 min         GPT-2 124M as autocast2 runs it: bf16, then bf16-autocast with DeepSpeed's default
+#                             lower_precision_safe_modules and with transformers' Conv1D added to them (the advice of
+#                             dsx.comm.predict's note: its gradients in bf16), alternating twice
 #   x4 parts (4 GPUs):
 #   dp4         ~6.5-8 min    TUNED at ZeRO-$BEST_ZERO: 4 GPUs, 1 GPU, then 2 GPUs (1 -> 2 -> 4 in one command; the
 #                             2-GPU run last: it is the one skipped if time runs short)
@@ -156,7 +159,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -480,6 +483,16 @@ for p in "$@"; do
         for prec in bf16 bf16-autocast; do
           dsx_run 150 "${llama1b[@]}" --zero "$z" --precision "$prec"
         done
+      done
+      finish
+      ;;
+    conv1d2)
+      begin "$p"
+      conv1d=(--ds-set 'torch_autocast.lower_precision_safe_modules=["torch.nn.Linear","transformers.pytorch_utils.Conv1D"]')
+      dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --precision bf16
+      for i in 1 2; do
+        dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --precision bf16-autocast
+        dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --precision bf16-autocast "${conv1d[@]}"
       done
       finish
       ;;
