@@ -261,3 +261,21 @@ def test_bf16_autocast_on_2_h200s_sends_the_bytes_dsx_predicts_fp32_where_gpt2s_
         assert sent[key] == pytest.approx(predicted, rel=1e-6 if key[1] == 2 else 0.13), key
     assert sent[("gpt2", 2, "bf16-autocast")] / sent[("gpt2", 2, "bf16")] == pytest.approx(1.79, abs=0.01)
     assert sent[("llama-1b", 3, "bf16-autocast")] == pytest.approx(sent[("llama-1b", 3, "bf16")], rel=1e-4)
+
+
+def test_naming_conv1d_among_autocasts_bf16_modules_sends_gpt2s_gradients_in_bf16_as_predicted():
+    """bench/multigpu/rows/conv1d2.jsonl: GPT-2 124M ZeRO-2 on 2 H200s, bf16-autocast with and without
+    transformers' Conv1D in torch_autocast.lower_precision_safe_modules."""
+    from dsx.comm import param_facts, predict
+    from dsx.models import resolve_model
+
+    facts = param_facts(resolve_model("gpt2", {}, seq_len=1024, vocab_pad=64))
+    by_modules: dict[tuple, set] = {}
+    for row in _ok_gpu_rows("bench/multigpu/rows/conv1d2.jsonl"):
+        autocast = row["ds_config"].get("torch_autocast") or {}
+        modules = tuple(autocast.get("lower_precision_safe_modules") or ()) if autocast else ("bf16",)
+        assert row["comm"]["bytes_per_step"] == pytest.approx(predict(row["ds_config"], facts, 2).bytes_per_step,
+                                                              rel=1e-6)
+        by_modules.setdefault(modules, set()).add(round(row["comm"]["bytes_per_step"] / 2**20, 1))
+    assert by_modules == {("bf16",): {712.3}, (): {1277.1},
+                          ("torch.nn.Linear", "transformers.pytorch_utils.Conv1D"): {952.8}}
