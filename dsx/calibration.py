@@ -313,7 +313,7 @@ multi-GPU ZeRO-3 row is judged (bench/multigpu/README.md)."""
 ZERO3_FETCH_RUN_IDS = frozenset(run_id for _, *ids in ZERO3_FETCH_PAIRS for run_id in ids)
 """Every row of ZERO3_FETCH_PAIRS (calibration_role: 'zero3 fetch calibration')."""
 
-ZERO3_FETCH_S = 3.84e-04
+ZERO3_FETCH_S = 3.86e-04
 """Seconds a ZeRO-3 rank loses per parameter fetch on several ranks, the median over ZERO3_FETCH_PAIRS of: the
 2-rank step less the 1-rank step, less what the estimate's other terms change between them, over the 2-rank step's
 fetches (bench/estimator/calibrate.py: calibrate_zero3_fetch)."""
@@ -351,7 +351,7 @@ COMM_LOGGER_S_PER_BYTE = 4.13e-12
 """Seconds the logger adds per byte a rank sends (dsx.comm.predict's volume): the median over the pairs without
 ZeRO-3 of the step difference over the bytes (bench/estimator/calibrate.py: calibrate_comm_logger)."""
 
-COMM_LOGGER_S_PER_FETCH = 4.73e-03
+COMM_LOGGER_S_PER_FETCH = 4.77e-03
 """Seconds the logger adds per ZeRO-3 parameter fetch besides its bytes: the median over the ZeRO-3 pairs (GPT-2
 124M's 3.0 ms, gpt2-xl's 5.3) of the step difference less its bytes' share, over the fetches (bench/estimator/
 calibrate.py: calibrate_comm_logger). Per fetch, not per byte: a gpt2-xl fetch gathers 3.4x a GPT-2 one's bytes

@@ -38,20 +38,20 @@ tests/test_comm_cpu.py) sends:
               1-D ones still reduce-scatter); hpZ: the backward gathers stay within groups of
               zero_hpz_partition_size ranks (same volume, less of it across nodes)
 
-The backward re-gather is a model: with the trace taken as forward then reversed forward, the parameters kept
-through the backward are the forward's last R/2 elements (R = stage3_max_reuse_distance: their next use lies
-within it) or, with prefetching on (stage3_prefetch_bucket_size > 0), the up to L = stage3_max_live_parameters
-elements the prefetcher holds gathered when it scans into the backward and marks their uses there, whichever is
-more: a share max(0, 1 - max(R/2, L) / U) of the U partitioned elements used per pass is gathered again (gpt2-xl
-on 2 H200s with the defaults: 39% predicted and measured; R/2 alone said 69%). Under activation checkpointing
-the recomputed forward gathers what the backward would have. The small all-reduces of the gradient norm and the
-overflow flag (a few bytes) are not counted.
+Which parameters ZeRO-3 gathers again in the backward is replayed over the model's module trace (dsx.comm.zero3:
+DeepSpeed's release and prefetch rules; exact on every committed 2-GPU row). Without a trace (synthetic facts, a
+model that does not run on the meta device) a formula stands in: the parameters kept through the backward are the
+forward's last R/2 elements (R = stage3_max_reuse_distance) or, with prefetching on, up to L =
+stage3_max_live_parameters elements, whichever is more: a share max(0, 1 - max(R/2, L) / U) of the U partitioned
+elements used per pass is gathered again (gpt2-xl on 2 H200s: -2.4%; llama-1b: +23%). Under activation
+checkpointing the recomputed forward gathers what the backward would have. The small all-reduces of the gradient
+norm and the overflow flag (a few bytes) are not counted.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dsx.config_facts import ONEBIT, precision_of, ulysses_group, weights_precision, zero_stage
@@ -78,6 +78,9 @@ class ParamFacts:
     owners: tuple[tuple[str, ...], ...] = ()
     """The classes of the modules that own each parameter directly, as module.qualname ('torch.nn.modules.linear.
     Linear'): what torch_autocast's lower_precision_safe_modules is matched against. Empty: not known."""
+    trace: tuple[tuple[int, ...], ...] = ()
+    """The forward's module calls that own parameters, in order, each its parameters' indices (dsx.comm.zero3.
+    module_trace): what ZeRO-3's gathers are replayed over. Empty: not known (the module docstring's formula)."""
 
     @property
     def total(self) -> int:
@@ -97,15 +100,21 @@ def param_facts(resolved) -> ParamFacts:
 
     key = _cache_key(resolved)
     if key not in _FACTS:
-        sources = [Path(__file__), Path(__file__).parents[1] / "models.py"]
+        sources = [Path(__file__), Path(__file__).with_name("zero3.py"), Path(__file__).parents[1] / "models.py"]
         fields = ("numels", "uses", "ndims")
 
         def load(cached) -> ParamFacts:
             return ParamFacts(**{name: tuple(cached[name]) for name in fields},
-                              owners=tuple(tuple(names) for names in cached["owners"]))
+                              owners=tuple(tuple(names) for names in cached["owners"]),
+                              trace=tuple(tuple(call) for call in cached["trace"]))
 
-        _FACTS[key] = derived("param-facts", disk_key(resolved), sources, lambda: facts_of_module(meta_model(resolved)),
-                              load, asdict)
+        def measure() -> ParamFacts:
+            from dsx.comm.zero3 import module_trace
+
+            model = meta_model(resolved)
+            return replace(facts_of_module(model), trace=module_trace(model))
+
+        _FACTS[key] = derived("param-facts", disk_key(resolved), sources, measure, load, asdict)
     return _FACTS[key]
 
 
@@ -229,13 +238,31 @@ def _zero3_partition(zero: dict, facts: ParamFacts) -> tuple[list[bool], int, in
     return persist, persisted, part_uses, released
 
 
+def zero3_gathers(zero: dict, facts: ParamFacts) -> tuple[int, ...] | None:
+    """How many times ZeRO-3 gathers each parameter in one micro-batch on several ranks, replayed over the model's
+    module trace (dsx.comm.zero3); None without a trace (the module docstring's formula then)."""
+    if not facts.trace:
+        return None
+    from dsx.comm.zero3 import simulate_gathers
+
+    persist = _zero3_partition(zero, facts)[0]
+    return simulate_gathers(facts.trace, facts.numels, persist,
+                            _zero_value(zero, "max_reuse_distance", "stage3_max_reuse_distance", 1_000_000_000),
+                            _zero_value(zero, "max_live_parameters", "stage3_max_live_parameters", 1_000_000_000),
+                            _zero_value(zero, "prefetch_bucket_size", "stage3_prefetch_bucket_size", 50_000_000))
+
+
 def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts) -> float:
-    """How many parameter all-gathers ZeRO-3 waits for in one micro-batch on several ranks: each use of a
-    partitioned parameter in the forward pass, then the share of them released before the backward (as `predict`
-    counts their bytes). Under activation checkpointing the recomputed forward gathers what the backward would have
-    (the recompute runs just before each block's backward, which then finds its parameters gathered): the same count
-    (the 16.9B checkpointed row's bytes on 4 H200s: within 0.5% of `predict`)."""
+    """How many parameter all-gathers ZeRO-3 waits for in one micro-batch on several ranks: zero3_gathers' count,
+    or without a module trace each use of a partitioned parameter in the forward pass, then the share of them
+    released before the backward (the formula `predict` counts their bytes with). Under activation checkpointing the
+    recomputed forward gathers what the backward would have (the recompute runs just before each block's backward,
+    which then finds its parameters gathered): the same count (the 16.9B checkpointed row's bytes on 4 H200s: within
+    0.7% of `predict`)."""
     zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
+    counts = zero3_gathers(zero, facts)
+    if counts is not None:
+        return float(sum(counts))
     persist, _, _, released = _zero3_partition(zero, facts)
     forward = sum(u for u, kept in zip(facts.uses, persist) if not kept)
     return float(forward) * (1.0 + released)
@@ -285,10 +312,15 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
         if _truthy(zero.get("zero_quantized_weights")):
             gather_bytes = (1.0,) * len(facts.numels)
             notes.append("qwZ: parameter all-gathers in int8 (scales not counted)")
-        part = [(x * e, x * u * e) for x, u, e, kept in zip(facts.numels, facts.uses, gather_bytes, persist) if not kept]
-        part_bytes, part_use_bytes = sum(b for b, _ in part), sum(b for _, b in part)
-        regather = (2 * part_use_bytes - part_bytes) * released
-        parts["parameters (forward and backward gathers)"] = (part_bytes + regather) * accum if gathers else 0.0
+        counts = zero3_gathers(zero, facts)
+        if counts is not None:
+            per_micro_batch = float(sum(x * c * e for x, c, e in zip(facts.numels, counts, gather_bytes)))
+        else:
+            part = [(x * e, x * u * e) for x, u, e, kept in zip(facts.numels, facts.uses, gather_bytes, persist)
+                    if not kept]
+            part_bytes, part_use_bytes = sum(b for b, _ in part), sum(b for _, b in part)
+            per_micro_batch = part_bytes + (2 * part_use_bytes - part_bytes) * released
+        parts["parameters (forward and backward gathers)"] = per_micro_batch * accum if gathers else 0.0
         parts["parameters (persistent, after the step)"] = float(persisted * p) if gathers else 0.0
         local = max(1, min(world_size, ranks_per_node or world_size))
         qgz = _truthy(zero.get("zero_quantized_gradients"))
