@@ -82,6 +82,12 @@
 #   conv1d2    ~5 min         GPT-2 124M as autocast2 runs it: bf16, then bf16-autocast with DeepSpeed's default
 #                             lower_precision_safe_modules and with transformers' Conv1D added to them (the advice of
 #                             dsx.comm.predict's note: its gradients in bf16), alternating twice
+#   replay2    ~4 min         out of sample for dsx.comm.zero3 (ZeRO-3's gathers replayed, which the committed rows were
+#                             matched on at DeepSpeed's defaults): llama-1b as autocast2 runs it at ZeRO-3 with
+#                             stage3_prefetch_bucket_size 0 (predicted beforehand 7,518 MiB of gathers a step, the
+#                             old formula 9,190), with stage3_max_reuse_distance 0 and a prefetch bucket of 2e8
+#                             (8,648; formula 6,948), and at the defaults with checkpointing (the replay leaves the
+#                             recompute out: 5,642; formula 6,949)
 #   x4 parts (4 GPUs):
 #   dp4         ~6.5-8 min    TUNED at ZeRO-$BEST_ZERO: 4 GPUs, 1 GPU, then 2 GPUs (1 -> 2 -> 4 in one command; the
 #                             2-GPU run last: it is the one skipped if time runs short)
@@ -159,7 +165,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 replay2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -494,6 +500,14 @@ for p in "$@"; do
         dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --precision bf16-autocast
         dsx_run 120 "${gpt2[@]}" --zero 2 "${adam[@]}" --precision bf16-autocast "${conv1d[@]}"
       done
+      finish
+      ;;
+    replay2)
+      begin "$p"
+      dsx_run 110 "${llama1b[@]}" --zero 3 --ds-set $zpp.stage3_prefetch_bucket_size=0
+      dsx_run 110 "${llama1b[@]}" --zero 3 --ds-set $zpp.stage3_max_reuse_distance=0 \
+        --ds-set $zpp.stage3_prefetch_bucket_size=200000000
+      dsx_run 110 "${llama1b[@]}" --zero 3 --act-ckpt
       finish
       ;;
     zeropp2)
