@@ -504,10 +504,10 @@ for p in "$@"; do
       ;;
     replay2)
       begin "$p"
-      dsx_run 110 "${llama1b[@]}" --zero 3 --ds-set $zpp.stage3_prefetch_bucket_size=0
-      dsx_run 110 "${llama1b[@]}" --zero 3 --ds-set $zpp.stage3_max_reuse_distance=0 \
+      dsx_run 130 "${llama1b[@]}" --zero 3 --ds-set $zpp.stage3_prefetch_bucket_size=0
+      dsx_run 130 "${llama1b[@]}" --zero 3 --ds-set $zpp.stage3_max_reuse_distance=0 \
         --ds-set $zpp.stage3_prefetch_bucket_size=200000000
-      dsx_run 110 "${llama1b[@]}" --zero 3 --act-ckpt
+      dsx_run 130 "${llama1b[@]}" --zero 3 --act-ckpt
       finish
       ;;
     zeropp2)
