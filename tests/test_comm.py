@@ -493,7 +493,7 @@ def test_ulysses_reduces_gradients_in_fp32_and_adds_its_all_to_alls():
 # ------------------------------------------------------------------- ZeRO-3's gathers replayed (dsx.comm.zero3)
 
 # three modules of 100 elements each, run in order, then backward in reverse; nothing persistent
-THREE = ((0,), (1,), (2,))
+THREE = ((0,), (1,), (2,), (2,), (1,), (0,))
 
 
 def test_without_reuse_distance_or_prefetch_every_parameter_is_gathered_at_each_use():
@@ -526,10 +526,18 @@ def test_persistent_parameters_are_never_gathered_in_the_passes():
     assert simulate_gathers(THREE, (100, 100, 100), [False, True, False], 0, 10**9, 0) == (2, 0, 2)
 
 
-def test_gpt2s_module_trace_starts_with_its_embeddings_and_ends_with_the_tied_head(tiny):
-    embedding = max(range(len(tiny.numels)), key=lambda i: tiny.numels[i])  # wte, 64,000 elements
-    assert tiny.trace[0] == (embedding,) and tiny.trace[-1] == (embedding,) and len(tiny.trace) == 16
+def test_gpt2s_fetch_trace_runs_the_forward_then_the_backward_and_checkpointing_recomputes_each_layer(tiny):
+    """gpt2-tiny: 2 layers of 6 modules with parameters, the embeddings (the tied wte, 64,000 elements, first and
+    last: its lm_head use ends the forward and starts the backward), every module DeepSpeed hooks (those without
+    parameters fetch nothing)."""
+    wte = tiny.numels.index(64_000)
+    with_params = [call for call in tiny.trace if call]
+    half = len(with_params) // 2
+    assert with_params[0] == with_params[half - 1] == with_params[half] == with_params[-1] == (wte,)
+    assert with_params[:half] == with_params[half:][::-1]  # the backward: the forward's fetches reversed
     assert sorted({i for call in tiny.trace for i in call}) == list(range(len(tiny.numels)))
+    recomputed = [call for call in tiny.trace_checkpointed if call]
+    assert len(recomputed) == len(with_params) + 2 * 6  # each layer's forward again inside the backward
 
 
 def test_every_committed_2_gpu_zero3_row_gathers_the_bytes_the_replay_predicts():

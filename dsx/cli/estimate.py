@@ -185,7 +185,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
 
     from dsx.estimate.predict import ulysses_bytes
 
-    comm = predict(config, param_facts(resolved), gpus, setup.grad_accum, all_to_all_bytes=ulysses_bytes(setup))
+    comm = predict(config, param_facts(resolved), gpus, setup.grad_accum, all_to_all_bytes=ulysses_bytes(setup),
+                   checkpointed=setup.act_ckpt)
     if as_json:
         click.echo(json.dumps({"model": resolved.describe(), **result.as_dict(), "assumed": assumed.as_dict(),
                                "comm": comm.as_dict()}, indent=2))

@@ -38,8 +38,8 @@ tests/test_comm_cpu.py) sends:
               1-D ones still reduce-scatter); hpZ: the backward gathers stay within groups of
               zero_hpz_partition_size ranks (same volume, less of it across nodes)
 
-Which parameters ZeRO-3 gathers again in the backward is replayed over the model's module trace (dsx.comm.zero3:
-DeepSpeed's release and prefetch rules; exact on every committed 2-GPU row). Without a trace (synthetic facts, a
+Which parameters ZeRO-3 gathers again in the backward is replayed over its hooks' fetches (dsx.comm.zero3:
+DeepSpeed's release and prefetch rules; exact on every committed multi-GPU ZeRO-3 row). Without a trace (synthetic facts, a
 model that does not run on the meta device) a formula stands in: the parameters kept through the backward are the
 forward's last R/2 elements (R = stage3_max_reuse_distance) or, with prefetching on, up to L =
 stage3_max_live_parameters elements, whichever is more: a share max(0, 1 - max(R/2, L) / U) of the U partitioned
@@ -79,8 +79,11 @@ class ParamFacts:
     """The classes of the modules that own each parameter directly, as module.qualname ('torch.nn.modules.linear.
     Linear'): what torch_autocast's lower_precision_safe_modules is matched against. Empty: not known."""
     trace: tuple[tuple[int, ...], ...] = ()
-    """The forward's module calls that own parameters, in order, each its parameters' indices (dsx.comm.zero3.
-    module_trace): what ZeRO-3's gathers are replayed over. Empty: not known (the module docstring's formula)."""
+    """The fetches of ZeRO-3's module hooks in one micro-batch, in order, each the fetching module's own parameters'
+    indices (dsx.comm.zero3.module_trace): what its gathers are replayed over. Empty: not known (the module
+    docstring's formula then)."""
+    trace_checkpointed: tuple[tuple[int, ...], ...] = ()
+    """The same with activation checkpointing on (the recompute's fetches inside the backward)."""
 
     @property
     def total(self) -> int:
@@ -106,13 +109,14 @@ def param_facts(resolved) -> ParamFacts:
         def load(cached) -> ParamFacts:
             return ParamFacts(**{name: tuple(cached[name]) for name in fields},
                               owners=tuple(tuple(names) for names in cached["owners"]),
-                              trace=tuple(tuple(call) for call in cached["trace"]))
+                              trace=tuple(tuple(call) for call in cached["trace"]),
+                              trace_checkpointed=tuple(tuple(call) for call in cached["trace_checkpointed"]))
 
         def measure() -> ParamFacts:
             from dsx.comm.zero3 import module_trace
 
-            model = meta_model(resolved)
-            return replace(facts_of_module(model), trace=module_trace(model))
+            return replace(facts_of_module(meta_model(resolved)), trace=module_trace(resolved),
+                           trace_checkpointed=module_trace(resolved, checkpointed=True))
 
         _FACTS[key] = derived("param-facts", disk_key(resolved), sources, measure, load, asdict)
     return _FACTS[key]
@@ -238,21 +242,23 @@ def _zero3_partition(zero: dict, facts: ParamFacts) -> tuple[list[bool], int, in
     return persist, persisted, part_uses, released
 
 
-def zero3_gathers(zero: dict, facts: ParamFacts) -> tuple[int, ...] | None:
+def zero3_gathers(zero: dict, facts: ParamFacts, checkpointed: bool = False) -> tuple[int, ...] | None:
     """How many times ZeRO-3 gathers each parameter in one micro-batch on several ranks, replayed over the model's
-    module trace (dsx.comm.zero3); None without a trace (the module docstring's formula then)."""
-    if not facts.trace:
+    fetch trace (dsx.comm.zero3; `checkpointed`: activation checkpointing's); None without one (the module
+    docstring's formula then)."""
+    trace = facts.trace_checkpointed if checkpointed else facts.trace
+    if not trace:
         return None
     from dsx.comm.zero3 import simulate_gathers
 
     persist = _zero3_partition(zero, facts)[0]
-    return simulate_gathers(facts.trace, facts.numels, persist,
+    return simulate_gathers(trace, facts.numels, persist,
                             _zero_value(zero, "max_reuse_distance", "stage3_max_reuse_distance", 1_000_000_000),
                             _zero_value(zero, "max_live_parameters", "stage3_max_live_parameters", 1_000_000_000),
                             _zero_value(zero, "prefetch_bucket_size", "stage3_prefetch_bucket_size", 50_000_000))
 
 
-def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts) -> float:
+def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts, checkpointed: bool = False) -> float:
     """How many parameter all-gathers ZeRO-3 waits for in one micro-batch on several ranks: zero3_gathers' count,
     or without a module trace each use of a partitioned parameter in the forward pass, then the share of them
     released before the backward (the formula `predict` counts their bytes with). Under activation checkpointing the
@@ -260,7 +266,7 @@ def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts) -> float:
     which then finds its parameters gathered): the same count (the 16.9B checkpointed row's bytes on 4 H200s: within
     0.7% of `predict`)."""
     zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
-    counts = zero3_gathers(zero, facts)
+    counts = zero3_gathers(zero, facts, checkpointed)
     if counts is not None:
         return float(sum(counts))
     persist, _, _, released = _zero3_partition(zero, facts)
@@ -269,10 +275,12 @@ def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts) -> float:
 
 
 def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 1,
-            ranks_per_node: int | None = None, all_to_all_bytes: float = 0.0) -> CommPrediction:
+            ranks_per_node: int | None = None, all_to_all_bytes: float = 0.0,
+            checkpointed: bool = False) -> CommPrediction:
     """The volume one rank moves per optimizer step under `config` (see the module's docstring); all_to_all_bytes:
-    Ulysses' all-to-alls (ulysses_all_to_all_bytes), added as a part of their own. Under Ulysses ZeRO partitions and
-    reduces over every rank of the world (DeepSpeed's sequence-data-parallel group)."""
+    Ulysses' all-to-alls (ulysses_all_to_all_bytes), added as a part of their own; checkpointed: activation
+    checkpointing on (ZeRO-3's gathers in its recompute). Under Ulysses ZeRO partitions and reduces over every rank of
+    the world (DeepSpeed's sequence-data-parallel group)."""
     n = facts.total
     g, p = _dtype_bytes(config)
     autocast = autocast_element_bytes(config, facts)
@@ -312,7 +320,7 @@ def predict(config: dict, facts: ParamFacts, world_size: int, grad_accum: int = 
         if _truthy(zero.get("zero_quantized_weights")):
             gather_bytes = (1.0,) * len(facts.numels)
             notes.append("qwZ: parameter all-gathers in int8 (scales not counted)")
-        counts = zero3_gathers(zero, facts)
+        counts = zero3_gathers(zero, facts, checkpointed)
         if counts is not None:
             per_micro_batch = float(sum(x * c * e for x, c, e in zip(facts.numels, counts, gather_bytes)))
         else:

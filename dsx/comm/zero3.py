@@ -1,19 +1,20 @@
 """ZeRO-3's parameter gathers, replayed: which partitioned parameters DeepSpeed 0.19.8 gathers how often in one
-micro-batch on several ranks, from the order the model's modules run in.
+micro-batch on several ranks, from the fetches its module hooks make.
 
-DeepSpeed's coordinator (runtime/zero/partitioned_param_coordinator.py) walks a trace of the step's modules, the
-forward then the backward in reverse. Before a module runs it gathers the module's own parameters that are not
-available, then prefetches: it pops the parameter trace onward, marking each parameter it passes with the step of
-that later use and gathering those not available, until the prefetched elements reach min(stage3_max_live_parameters
-- elements available, stage3_prefetch_bucket_size). After the module runs it releases its parameters but those the
-prefetcher marked for a later step and those used again within stage3_max_reuse_distance elements of modules
-ahead (a module whose traversal starts below the distance counts whole). Persistent parameters are never gathered
-in the passes. simulate_gathers replays exactly that over module_trace's order (the backward taken as the reverse
-of the forward; activation checkpointing's recompute not replayed).
+DeepSpeed's coordinator (runtime/zero/partitioned_param_coordinator.py) walks a trace of one step's fetches: every
+module's pre-forward hook, then a pre-backward fetch as each module output's gradient arrives (parameter_offload.py;
+under activation checkpointing the recompute's pre-forward hooks in between). At each fetch it gathers the module's
+own parameters that are not available, then prefetches: it pops the parameter trace onward, marking each parameter
+it passes with the step of that later use and gathering those not available, until the prefetched elements reach
+min(stage3_max_live_parameters - elements available, stage3_prefetch_bucket_size). After the module runs it releases
+its parameters but those the prefetcher marked for a later step and those used again within
+stage3_max_reuse_distance elements of the fetches ahead (one whose traversal starts below the distance counts
+whole). Persistent parameters are never gathered in the passes. module_trace records those fetches from a
+meta-device forward and backward; simulate_gathers replays the rules over them.
 
-Measured against DeepSpeed's comms logger: exact (to the element) on every committed 2-GPU ZeRO-3 row without
-checkpointing (gpt2, gpt2-xl and llama-1b on H200s, bench/multigpu/rows), -0.7% on the checkpointed 16.9B row of
-4 H200s; on gloo ranks with llama-tiny at thresholds scaled down 5,600x (a few elements per module), within 11%.
+Measured against DeepSpeed's comms logger: exact, to the element, on every committed ZeRO-3 row with the logger on
+several GPUs (bench/multigpu/rows: GPT-2 124M, gpt2-xl and llama-1b on 2 H200s, at DeepSpeed's defaults and at three
+other settings, with and without checkpointing; the checkpointed 16.9B llama of 4 H200s).
 """
 
 from __future__ import annotations
@@ -22,22 +23,60 @@ import collections
 from typing import Any
 
 
-def module_trace(model: Any) -> tuple[tuple[int, ...], ...]:
-    """The forward's module calls that own parameters, in call order, each as the indices (model.parameters() order)
-    of its own parameters: one meta-device forward of a short batch, with a pre-hook on every module. () when the
+def module_trace(resolved: Any, checkpointed: bool = False) -> tuple[tuple[int, ...], ...]:
+    """The fetches DeepSpeed's hooks make in one micro-batch, in order, each as the indices (model.parameters()
+    order) of the fetching module's own parameters, () for a module without any: every module's pre-forward hook
+    as the forward calls it, then a pre-backward fetch for each module output a gradient reaches, in the order
+    autograd reaches them (DeepSpeed wraps every output tensor in a function whose backward fetches: so does this).
+    From a forward and backward of a fresh model on the meta device (a short batch); `checkpointed`: with transformers'
+    activation checkpointing on, whose recompute fires the pre-forward hooks again inside the backward. () when the
     model does not run on the meta device (the caller falls back to a formula)."""
+    import copy
+
     import torch
 
+    from dsx.models import config_of, from_config
+
+    with torch.device("meta"):
+        model = from_config(resolved.task, copy.deepcopy(config_of(resolved)), "eager")
+    model.train()
+    if checkpointed:
+        from dsx.rank.memory_savers import enable_checkpointing
+
+        enable_checkpointing(model)
     index = {id(p): i for i, p in enumerate(model.parameters())}
-    calls: list[tuple[int, ...]] = []
+    own = {id(m): tuple(sorted({index[id(p)] for p in m.parameters(recurse=False)})) for m in model.modules()}
+    fetches: list[tuple[int, ...]] = []
 
-    def before(module, args):
-        own = tuple(sorted({index[id(p)] for p in module.parameters(recurse=False)}))
-        if own:
-            calls.append(own)
+    class BeforeBackward(torch.autograd.Function):
+        """DeepSpeed's PreBackwardFunctionForModule: the module fetches when its output's gradient arrives."""
 
-    handles = [module.register_forward_pre_hook(before) for module in model.modules()]
-    ids = torch.zeros((1, 8), dtype=torch.long, device="meta")
+        @staticmethod
+        def forward(ctx, tensor, key):
+            ctx.key = key
+            return tensor.view_as(tensor)
+
+        @staticmethod
+        def backward(ctx, grad):
+            fetches.append(own[ctx.key])
+            return grad, None
+
+    def wrap(value, key):
+        if torch.is_tensor(value):
+            return BeforeBackward.apply(value, key) if value.requires_grad else value
+        if isinstance(value, tuple) and not hasattr(value, "_fields"):
+            return tuple(wrap(item, key) for item in value)
+        if isinstance(value, list):
+            return [wrap(item, key) for item in value]
+        if isinstance(value, dict):  # transformers' ModelOutput too
+            for name in list(value.keys()):
+                value[name] = wrap(value[name], key)
+        return value
+
+    handles = [module.register_forward_pre_hook(lambda module, args: fetches.append(own[id(module)]))
+               for module in model.modules()]
+    handles += [module.register_forward_hook(lambda module, args, output: wrap(output, id(module)))
+                for module in model.modules()]
     try:
         from transformers import masking_utils
     except ImportError:  # an older transformers: no packed-sequence check to step around
@@ -45,24 +84,24 @@ def module_trace(model: Any) -> tuple[tuple[int, ...], ...]:
     packed = getattr(masking_utils, "find_packed_sequence_indices", None)
     if packed is not None:  # it reads a value off the device, which meta tensors have not
         masking_utils.find_packed_sequence_indices = lambda position_ids: None
+    ids = torch.zeros((1, 8), dtype=torch.long, device="meta")
     try:
-        with torch.no_grad():
-            model(input_ids=ids, labels=ids)
-    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        model(input_ids=ids, labels=ids).loss.backward()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError, AttributeError):
         return ()
     finally:
         for handle in handles:
             handle.remove()
         if packed is not None:
             masking_utils.find_packed_sequence_indices = packed
-    return tuple(calls)
+    return tuple(fetches)
 
 
 def simulate_gathers(trace: tuple[tuple[int, ...], ...], numels: tuple[int, ...], persistent: list[bool],
                      reuse_distance: float, max_live: float, prefetch_bucket: float) -> tuple[int, ...]:
-    """How many times each parameter is gathered in one micro-batch (forward and backward) on several ranks, as the
-    module docstring says DeepSpeed decides it; persistent parameters: 0."""
-    steps = list(trace) + list(reversed(trace))
+    """How many times each parameter is gathered in one micro-batch on several ranks over module_trace's fetches,
+    as the module docstring says DeepSpeed decides it; persistent parameters: 0."""
+    steps = list(trace)
     queue = collections.deque((param, step) for step, params in enumerate(steps) for param in params)
     available = {i for i, kept in enumerate(persistent) if kept}
     live = 0  # gathered elements available (DeepSpeed's __n_available_params: persistent ones not counted)

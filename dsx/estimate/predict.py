@@ -253,7 +253,8 @@ def zero3_fetches_per_step(setup: Setup) -> float:
         return 0.0
     from dsx.comm.predict import param_facts, zero3_fetches_per_micro_batch
 
-    return zero3_fetches_per_micro_batch(setup.ds_config, param_facts(setup.resolved)) * setup.grad_accum
+    return zero3_fetches_per_micro_batch(setup.ds_config, param_facts(setup.resolved),
+                                         setup.act_ckpt) * setup.grad_accum
 
 
 def zero3_fetch_seconds(setup: Setup) -> float:
@@ -266,7 +267,7 @@ def sent_bytes(setup: Setup) -> float:
     from dsx.comm.predict import param_facts, predict
 
     return predict(setup.ds_config, param_facts(setup.resolved), setup.world_size, setup.grad_accum,
-                   all_to_all_bytes=ulysses_bytes(setup)).bytes_per_step
+                   all_to_all_bytes=ulysses_bytes(setup), checkpointed=setup.act_ckpt).bytes_per_step
 
 
 def comm_logger_seconds(setup: Setup) -> float:

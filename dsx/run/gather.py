@@ -298,7 +298,8 @@ def comm_of_run(prepared: Prepared, ranks: list[RankReport | None], figures: Fig
         if replicas == prepared.world_size or expected:  # Ulysses: ZeRO spans every rank, and the all-to-alls
             predicted = CommPredicted(**predict(prepared.ds_config, param_facts(prepared.resolved),
                                                 prepared.world_size, prepared.grad_accum, per_node,
-                                                all_to_all_bytes=expected).as_dict())
+                                                all_to_all_bytes=expected,
+                                                checkpointed=_act_ckpt(prepared)).as_dict())
     except Exception as exc:  # the prediction is informative only; never lose the row over it
         prepared.notes.append(f"communication prediction unavailable: {exc}")
     times = figures.step_time_s.all if figures.step_time_s else None
