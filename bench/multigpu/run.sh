@@ -88,6 +88,11 @@
 #                             old formula 9,190), with stage3_max_reuse_distance 0 and a prefetch bucket of 2e8
 #                             (8,648; formula 6,948), and at the defaults with checkpointing (the replay leaves the
 #                             recompute out: 5,642; formula 6,949)
+#   replay3    ~6 min         out of sample for the replay of every hook's fetch (dsx.comm.zero3 after replay2), the
+#                             predictions (all-gathers a step) written here beforehand: gpt2-xl as logger-warm runs it
+#                             with stage3_max_reuse_distance 0 and a prefetch bucket of 2e8 (8,699.2 MiB), llama-1b
+#                             with stage3_max_live_parameters and stage3_max_reuse_distance 3e8 under --act-ckpt
+#                             (10,366.1), gpt2-xl under --act-ckpt (8,748.0), llama-1b at those 3e8 without (10,302.1)
 #   x4 parts (4 GPUs):
 #   dp4         ~6.5-8 min    TUNED at ZeRO-$BEST_ZERO: 4 GPUs, 1 GPU, then 2 GPUs (1 -> 2 -> 4 in one command; the
 #                             2-GPU run last: it is the one skipped if time runs short)
@@ -165,7 +170,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 replay2 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 replay2 replay3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -508,6 +513,17 @@ for p in "$@"; do
       dsx_run 130 "${llama1b[@]}" --zero 3 --ds-set $zpp.stage3_max_reuse_distance=0 \
         --ds-set $zpp.stage3_prefetch_bucket_size=200000000
       dsx_run 130 "${llama1b[@]}" --zero 3 --act-ckpt
+      finish
+      ;;
+    replay3)
+      begin "$p"
+      xl_logged=("${tuned_z3[@]/--no-comm-log/--comm-log}" --gpus 2)
+      at3e8=(--ds-set $zpp.stage3_max_live_parameters=300000000 --ds-set $zpp.stage3_max_reuse_distance=300000000)
+      dsx_run 140 "${xl_logged[@]}" --ds-set $zpp.stage3_max_reuse_distance=0 \
+        --ds-set $zpp.stage3_prefetch_bucket_size=200000000
+      dsx_run 130 "${llama1b[@]}" --zero 3 "${at3e8[@]}" --act-ckpt
+      dsx_run 140 "${xl_logged[@]}" --act-ckpt
+      dsx_run 130 "${llama1b[@]}" --zero 3 "${at3e8[@]}"
       finish
       ;;
     zeropp2)
