@@ -540,19 +540,24 @@ def test_gpt2s_fetch_trace_runs_the_forward_then_the_backward_and_checkpointing_
     assert len(recomputed) == len(with_params) + 2 * 6  # each layer's forward again inside the backward
 
 
-def test_every_committed_2_gpu_zero3_row_gathers_the_bytes_the_replay_predicts():
-    """gpt2, gpt2-xl and llama-1b on 2 H200s at DeepSpeed's defaults: the formula before the replay was 2.4% low for
-    gpt2-xl and 23% high for llama-1b."""
-    rows = [row for name in ("autocast2", "host2", "logger-z3", "logger-warm", "comm2", "zeropp2")
-            for row in read_rows(ROOT / f"bench/multigpu/rows/{name}.jsonl")
-            if row["status"] == "ok" and row["world_size"] == 2 and (row.get("comm") or {}).get("bytes_per_step")
-            and row["ds_config"]["zero_optimization"]["stage"] == 3]
-    assert {row["model"]["preset"] for row in rows} == {"gpt2", "gpt2-xl", "llama-1b"}
+def test_every_committed_multi_gpu_zero3_row_gathers_the_bytes_the_replay_predicts():
+    """GPT-2 124M, gpt2-xl and llama-1b on 2 H200s, at DeepSpeed's defaults and at others (replay2, replay3, zeropp2),
+    with and without checkpointing, and the checkpointed 16.9B llama on 4 (bench/multigpu/rows): to the element but
+    for qwZ's scales.
+    replay3's two rows were predicted before they ran (bench/multigpu/run.sh); its gpt2-xl row timed out after its
+    counted warm-up step. The formula before the replay: gpt2-xl -2.4%, llama-1b +23.2%."""
+    rows = [row for path in sorted((ROOT / "bench/multigpu/rows").glob("*.jsonl")) for row in read_rows(path)
+            if row["world_size"] > 1 and isinstance(row["ds_config"].get("zero_optimization"), dict)
+            and row["ds_config"]["zero_optimization"].get("stage") == 3
+            and "all_gather_into_tensor" in ((row.get("comm") or {}).get("collectives") or {})]
+    assert len(rows) == 23 and {row["model"]["preset"] for row in rows} == {"gpt2", "gpt2-xl", "llama-1b", "llama-8b"}
     for row in rows:
         model = row["model"]
         facts = param_facts(resolve_model(model["preset"], model["overrides"], seq_len=model["seq_len"],
                                           vocab_pad=model["vocab_pad"]))
-        gathers = sum(v for k, v in predict(row["ds_config"], facts, 2, row["grad_accum"]).parts.items()
-                      if k.startswith("parameters"))
+        predicted = predict(row["ds_config"], facts, row["world_size"], row["grad_accum"],
+                            checkpointed=bool(row["toggles"].get("act_ckpt")))
+        gathers = sum(v for k, v in predicted.parts.items() if k.startswith("parameters"))
         measured = row["comm"]["collectives"]["all_gather_into_tensor"]["bytes_per_step"]
-        assert gathers == pytest.approx(measured, rel=2e-3), (row["run_id"], model["preset"])  # qwZ: scales
+        quantized = row["ds_config"]["zero_optimization"].get("zero_quantized_weights")
+        assert gathers == pytest.approx(measured, rel=1e-3 if quantized else 1e-9), (row["run_id"], model["preset"])
