@@ -561,3 +561,12 @@ def test_every_committed_multi_gpu_zero3_row_gathers_the_bytes_the_replay_predic
         measured = row["comm"]["collectives"]["all_gather_into_tensor"]["bytes_per_step"]
         quantized = row["ds_config"]["zero_optimization"].get("zero_quantized_weights")
         assert gathers == pytest.approx(measured, rel=1e-3 if quantized else 1e-9), (row["run_id"], model["preset"])
+
+
+def test_a_model_that_refuses_checkpointing_keeps_its_trace_and_falls_back_to_the_formula_under_it():
+    """ALBERT's transformers class raises on activation checkpointing: no checkpointed trace, no failed estimate."""
+    from dsx.comm.predict import zero3_fetches_per_micro_batch
+
+    facts = param_facts(resolve_model("albert-base"))
+    assert facts.trace and facts.trace_checkpointed == ()
+    assert zero3_fetches_per_micro_batch(zero(3), facts, checkpointed=True) > 0

@@ -39,9 +39,9 @@ tests/test_comm_cpu.py) sends:
               zero_hpz_partition_size ranks (same volume, less of it across nodes)
 
 Which parameters ZeRO-3 gathers again in the backward is replayed over its hooks' fetches (dsx.comm.zero3:
-DeepSpeed's release and prefetch rules; exact on every committed multi-GPU ZeRO-3 row). Without a trace (synthetic facts, a
-model that does not run on the meta device) a formula stands in: the parameters kept through the backward are the
-forward's last R/2 elements (R = stage3_max_reuse_distance) or, with prefetching on, up to L =
+DeepSpeed's release and prefetch rules; exact on every committed multi-GPU ZeRO-3 row). Without a trace (synthetic
+facts, a model that does not run on the meta device) a formula stands in: the parameters kept through the backward
+are the forward's last R/2 elements (R = stage3_max_reuse_distance) or, with prefetching on, up to L =
 stage3_max_live_parameters elements, whichever is more: a share max(0, 1 - max(R/2, L) / U) of the U partitioned
 elements used per pass is gathered again (gpt2-xl on 2 H200s: -2.4%; llama-1b: +23%). Under activation
 checkpointing the recomputed forward gathers what the backward would have. The small all-reduces of the gradient
@@ -259,12 +259,10 @@ def zero3_gathers(zero: dict, facts: ParamFacts, checkpointed: bool = False) -> 
 
 
 def zero3_fetches_per_micro_batch(config: dict, facts: ParamFacts, checkpointed: bool = False) -> float:
-    """How many parameter all-gathers ZeRO-3 waits for in one micro-batch on several ranks: zero3_gathers' count,
-    or without a module trace each use of a partitioned parameter in the forward pass, then the share of them
-    released before the backward (the formula `predict` counts their bytes with). Under activation checkpointing the
-    recomputed forward gathers what the backward would have (the recompute runs just before each block's backward,
-    which then finds its parameters gathered): the same count (the 16.9B checkpointed row's bytes on 4 H200s: within
-    0.7% of `predict`)."""
+    """How many parameter all-gathers ZeRO-3 waits for in one micro-batch on several ranks: zero3_gathers' count
+    (`checkpointed`: over the trace with activation checkpointing's recompute), or without a trace each use of a
+    partitioned parameter in the forward pass, then the share of them released before the backward (the formula
+    `predict` counts their bytes with; under checkpointing the same count)."""
     zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
     counts = zero3_gathers(zero, facts, checkpointed)
     if counts is not None:
