@@ -61,6 +61,13 @@ def test_vs_estimate_shows_the_bytes_a_multi_gpu_row_sent_beside_the_prediction(
     assert by_label["z0 fp16 2gpu OneBitAdam"] == ("230.0", "474.8 (29.7 compressed)")
 
 
+def test_vs_estimate_marks_the_fit_only_of_rows_that_ran_or_ran_out_of_memory():
+    """replay3's gpt2-xl row timed out after its warm-up steps: it says nothing of the fit, right or wrong."""
+    table = vs_estimate_table(list(read_rows(ROOT / "bench/multigpu/rows/replay3.jsonl")))
+    status, fit = table.columns.index("status"), table.columns.index("fit predicted")
+    assert sorted((line[status], line[fit]) for line in table.rows) == [("ok", "fits ✓"), ("timeout", "fits")]
+
+
 def test_vs_estimate_shows_no_bytes_sent_for_a_one_gpu_row():
     rows = [r for r in read_rows(ROOT / "bench/multigpu/rows/dp4.jsonl") if r["world_size"] == 1]
     table = vs_estimate_table(rows)

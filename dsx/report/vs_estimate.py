@@ -42,13 +42,16 @@ def vs_estimate_table(rows: list[dict]) -> Table:
         measured = r["memory"]["max"].get("peak_allocated")
         ok = r["status"] == "ok"
         error = _signed_pct((e.peak_allocated - measured) / measured if ok and measured else None)
+        # a run that ended otherwise (timeout, error) says nothing of the fit: no mark
+        judged = ok or r["status"] == "oom"
         right = (e.fits and ok) or (not e.fits and r["status"] == "oom")
         host = r["memory"]["max"].get("host_rss_peak")
         on_host = e.offload != "none" or (r.get("toggles") or {}).get("act_ckpt_offload")  # what the host holds
         sent, predicted_sent = _bytes_per_step(r)
         table.rows.append([
             label(r), model_text(r), str(r["micro_batch"]), r["status"], fmt_gib(measured) if ok else "-",
-            fmt_gib(e.peak_allocated), error, ("fits" if e.fits else "OOM") + (" ✓" if right else " ✗"),
+            fmt_gib(e.peak_allocated), error,
+            ("fits" if e.fits else "OOM") + ((" ✓" if right else " ✗") if judged else ""),
             fmt_gib(host) if ok and on_host else "-", fmt_gib(e.host_per_rank) if on_host else "-",
             fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0), _signed_pct(speed),
             _mib(sent) if ok else "-", predicted_sent,
@@ -56,8 +59,8 @@ def vs_estimate_table(rows: list[dict]) -> Table:
     table.legend = [
         "peak alloc: torch's peak allocated on the busiest rank; error: (predicted - measured) / measured; fit "
         "predicted: peak allocated + CUDA context + allocator headroom <= the GPU's memory (✓ when the row's status "
-        "agrees); DeepSpeed estimator: its model-states-only formula (no activations) for the row's stage and "
-        "offload; role: calibration rows set dsx.estimate's constants, fit calibration rows set the allocator "
+        "agrees; no mark on a row that neither ran nor ran out of memory); DeepSpeed estimator: its "
+        "model-states-only formula (no activations) for the row's stage and offload; role: calibration rows set dsx.estimate's constants, fit calibration rows set the allocator "
         "headroom (their memory is judged), judged rows set nothing. MiB sent/step: what DeepSpeed's comms logger "
         "counted per optimizer step and rank on a multi-GPU row, beside dsx.comm's prediction (the row's own). host GiB: "
         "the peak RSS per rank, on rows that keep optimizer state or checkpointed inputs in host memory. A row of one "
