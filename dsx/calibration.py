@@ -63,6 +63,9 @@ class GpuKind:
     """The Python speed (dsx.host.python_loop_ns) of a host on which zero3_s_per_module_pass holds: ZeRO-3's hooks
     run in Python, so a row measured on a host of h ns prices them x h / host_loop_ns (HOST_SPEED_RUNS). 0: not
     measured for this kind, the hooks unscaled."""
+    compile_speedup: float = 0.0
+    """Achieved FLOP/s of the compiled model over the eager one on this kind, from its own same-command pairs
+    (H200_COMPILE_PAIRS); 0: COMPILE_SPEEDUP, the H100's one pair."""
     allocator_headroom_bytes: int = 0
     """Free memory an allocation still failed with near the boundary (the caching allocator cannot place a large
     block in fragmented space): the largest shortfall among HEADROOM_FILE's out-of-memory trials predicted to fit."""
@@ -169,6 +172,7 @@ H200 = replace(
            + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb); the allocator "
            "headroom and the width curve are the H100's; the host speed from HOST_SPEED_RUNS (calibrate_host_speed)",
     host_loop_ns=37.4,
+    compile_speedup=1.541,  # H200_COMPILE_PAIRS (bench/estimator/calibrate.py: calibrate_compile_pairs)
 )
 """The H200 SXM: the H100 SXM's GH100 compute with 141 GB of HBM3e (dsx.gpus), calibrated on its own rows as the H100
 was: its achieved rate is 10% above the H100's (the bandwidth of HBM3e: the per-sample slope of the checkpointed pair
@@ -186,14 +190,16 @@ CALIBRATION_FILES: dict[str, tuple[str, ...]] = {H100.key: (CALIBRATION_FILE,), 
 def calibration_role(row: dict) -> str:
     """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row of
     H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM
-    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS: it set
-    the compile factors), 'width calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration'
+    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS, or a row
+    of H200_COMPILE_PAIRS: it set the compile factors), 'width calibration' (a WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration'
     (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the
     logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload
     calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host speed calibration' (a
     HOST_SPEED_RUNS row: it set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row: it set
     AUTOCAST_S_PER_PARAM) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
+        return "compile calibration"
+    if row.get("run_id") in H200_COMPILE_RUN_IDS:
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
         return "width calibration"
@@ -428,6 +434,26 @@ COMPILE_HEAD_FACTOR = 0.337
 COMPILE_SPEEDUP = 1.247
 """Achieved FLOP/s of the compiled model over the eager one (the step's compute term; the per-parameter optimizer
 and ZeRO terms are not compiled): gpt2-xl z2 mb 8, 394 -> 350 ms per step."""
+
+H200_COMPILE_PAIRS = (  # (file, eager run, compiled run): ZeRO-1, torch's fused AdamW, dsx run's defaults otherwise
+    ("bench/estimator/h200_compile_width/a/ladder.jsonl",  # gpt2 (hidden 768) mb 16: 83.4 -> 65.6 ms
+     "e03c5ec3c91f483abdc0b2e8c7d01af9", "1e8e593d67f4439da30a665b81d0aa21"),
+    ("bench/estimator/h200_compile_width/a/ladder.jsonl",  # gpt2-medium (1024) mb 16: 174.8 -> 136.2 ms
+     "fd6debd4d2ef4300a00621b79d391eaa", "3c4295a6c548432eb4bc505c84caccb6"),
+    ("bench/estimator/h200_compile_width/a/ladder.jsonl",  # gpt2-large (1280) mb 8: 219.2 -> 173.5 ms
+     "bda998207d8c45498b06f7d5fde02417", "e2c22f9c386e4a3690b759a07b5964f8"),
+    ("bench/estimator/h200_compile_width/b/ladder.jsonl",  # gpt2-xl (1600) mb 8: 376.7 -> 273.7 ms
+     "aafea8ddc0d946f5b05ebf08d6840177", "b937cf9279754e60be5cef95cd624b95"),
+    ("bench/estimator/h200_compile_width/b/ladder.jsonl",  # llama-1b (2048, seq 2048) mb 4: 201.5 -> 154.1 ms
+     "9a807beb810f40d3829120c04bc18abb", "c1cb8c774e2a432cb3852b3f540e2381"),
+)
+"""The pairs the H200's compile_speedup comes from (bench/estimator/ladder.sh with its `compile` tag, two device
+commands on one H200 each, 2026-11-30): compiling saved 21-27% of every step, at every width, where COMPILE_SPEEDUP
+(the H100's one gpt2-xl pair) priced 11-14%. Per pair, the factor at which the estimate's eager compute term shrinks
+by the measured step difference; the median (1.38-1.85: no trend with the width)."""
+
+H200_COMPILE_RUN_IDS = frozenset(run_id for _, eager, compiled in H200_COMPILE_PAIRS for run_id in (eager, compiled))
+"""Every row of H200_COMPILE_PAIRS (calibration_role: 'compile calibration')."""
 
 
 # --- a model without dropout ---------------------------------------------------------------------------------------

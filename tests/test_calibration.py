@@ -185,3 +185,30 @@ def test_each_autocast_pair_differs_in_precision_alone_at_zero_1_or_2():
             "stage"] in (1, 2)
         assert bf16["ds_config"].get("gradient_clipping") == autocast["ds_config"].get("gradient_clipping")
         assert bf16["toggles"].get("compile") == autocast["toggles"].get("compile")
+
+
+def test_the_h200s_compile_factor_is_what_its_five_same_command_pairs_give():
+    from dsx.calibration import GPUS
+
+    assert bench_calibrate().calibrate_compile_pairs() == GPUS["h200-141gb"].compile_speedup == 1.541
+    assert GPUS["h100-80gb"].compile_speedup == 0  # the H100 keeps COMPILE_SPEEDUP, its one gpt2-xl pair
+
+
+def test_each_h200_compile_pair_differs_in_compile_alone_in_one_command():
+    from dsx.calibration import H200_COMPILE_PAIRS
+
+    for path, eager_id, compiled_id in H200_COMPILE_PAIRS:
+        rows = {row["run_id"]: row for row in read_rows(ROOT / path)}
+        eager, compiled = rows[eager_id], rows[compiled_id]
+        assert (eager["toggles"]["compile"], compiled["toggles"]["compile"]) == (False, True)
+        assert {**eager["toggles"], "compile": True} == compiled["toggles"]
+        for same in ("model", "micro_batch", "grad_accum", "world_size", "gpu_name", "ds_config"):
+            assert eager[same] == compiled[same], (path, same)
+
+
+def test_the_compile_pairs_are_calibration_rows_and_the_unpaired_runs_are_judged():
+    width = ROOT / "bench/estimator/h200_compile_width"
+    assert Counter(map(calibration_role, read_rows(width / "a/ladder.jsonl"))) == {"compile calibration": 6,
+                                                                                    "judged": 1}  # gpt2-xl eager
+    assert Counter(map(calibration_role, read_rows(width / "b/ladder.jsonl"))) == {"compile calibration": 4}
+    assert Counter(map(calibration_role, read_rows(width / "c/ladder.jsonl"))) == {"judged": 3}

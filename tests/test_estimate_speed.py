@@ -41,6 +41,15 @@ def test_a_dropout_free_model_computes_faster_by_the_calibrated_factor():
     assert 1 < with_dropout.step_time_s / without.step_time_s < DROPOUT_FREE_SPEEDUP
 
 
+@pytest.mark.parametrize("kind, factor", [("h200-141gb", 1.541), ("h100-80gb", 1.247)])
+def test_a_compiled_model_computes_faster_by_its_gpu_kinds_compile_factor(kind, factor):
+    from dsx.calibration import GPUS
+    from dsx.estimate.states import compute_rate
+
+    eager = replace(_setup("gpt2-xl"), gpu=GPUS[kind])
+    assert compute_rate(replace(eager, compile=True)) / compute_rate(eager) == pytest.approx(factor)
+
+
 def test_tuned_gpt2_xl_on_one_two_and_four_h100s_predicted_within_fifteen_percent():
     """issue 30's rows (bench/multigpu/rows/dp4.jsonl: compiled, dropout 0, ZeRO-1) are judged: no constant came
     from them. Before the dropout factor the estimate was 19-23% low on each."""
@@ -177,3 +186,14 @@ def test_the_speed_judge_of_the_bench_rows_leaves_out_calibration_rows_and_unste
     assert all(calibration_role(row) in ("judged", "fit calibration") and row["warmup"] > 0 for _, row, _ in rows)
     assert not {row["run_id"] for _, row, _ in rows} & ZERO3_FETCH_RUN_IDS
     assert left_out["calibration (zero3 fetch calibration)"] == 4  # the pairs' 2-GPU rows (their 1-GPU rows: not multi)
+
+
+def test_the_spread_compares_only_rows_of_one_configuration_with_their_median():
+    speed_rows = load_bench_script("bench/estimator/speed_rows.py")
+    path = "bench/estimator/h200_compile_width/c/ladder.jsonl"
+    base = next(r for r in read_rows(ROOT / path) if not r["toggles"]["compile"] and not r["model"]["overrides"])
+    faster = {**base, "run_id": "again", "figures": {**base["figures"], "tokens_per_s": 1.2 * tokens_per_s(base)}}
+    other = {**base, "run_id": "other", "micro_batch": 4}  # another configuration: measured once, not compared
+    groups, rows, deviations = speed_rows.spread([(path, row, 0.0) for row in (base, faster, other)])
+    assert (groups, rows) == (1, 2)
+    assert deviations == pytest.approx([1 / 1.1 - 1, 1.2 / 1.1 - 1])

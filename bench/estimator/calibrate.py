@@ -21,7 +21,8 @@ from pathlib import Path
 from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE,
                              COMPILE_HEAD_FACTOR,
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
-                             DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, HEADROOM_FILE, HEADROOM_STEP,
+                             DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, H200_COMPILE_PAIRS, HEADROOM_FILE,
+                             HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
                              ZERO3_FETCH_PAIRS, ZERO3_FETCH_S,
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
@@ -298,6 +299,20 @@ def calibrate_autocast(root: Path = ROOT) -> float:
     return float(f"{statistics.median(per_param):.3g}")
 
 
+def calibrate_compile_pairs(root: Path = ROOT) -> float:
+    """GpuKind.compile_speedup of the H200 from H200_COMPILE_PAIRS (one configuration eager and compiled, in one
+    command): per pair, the estimate's eager compute term C over C less the measured step difference, the factor at
+    which the predicted saving is the measured one (what does not compile, and the machine's speed, cancel within a
+    command); the median of those."""
+    factors = []
+    for path, eager_id, compiled_id in H200_COMPILE_PAIRS:
+        eager_row, compiled_row = pair_rows(root, path, eager_id, compiled_id, "compile")
+        eager = setup_of_row(eager_row)
+        compute = compute_flops(eager.resolved, eager.micro_batch, eager.grad_accum, eager.act_ckpt) / compute_rate(eager)
+        factors.append(compute / (compute - (_step(eager_row) - _step(compiled_row))))
+    return round(statistics.median(factors), 3)
+
+
 def calibrate_host_speed(root: Path = ROOT) -> float:
     """GpuKind.host_loop_ns from HOST_SPEED_RUNS (one ZeRO-3 configuration on hosts of different Python speed): per
     row, the measured step less the estimate's other terms is the hooks' time; over what zero3_s_per_module_pass
@@ -412,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# bf16-autocast at ZeRO-1/2, from {', '.join(sorted({path for path, _, _ in AUTOCAST_PAIRS}))}: "
           f"AUTOCAST_S_PER_PARAM = {autocast!r}"
           + ("" if autocast == AUTOCAST_S_PER_PARAM else f"  # dsx ships {AUTOCAST_S_PER_PARAM!r}"))
+    h200_compile = calibrate_compile_pairs()
+    print(f"# compile on the H200, from {', '.join(sorted({path for path, _, _ in H200_COMPILE_PAIRS}))}: "
+          f"GPUS['h200-141gb'].compile_speedup = {h200_compile!r}"
+          + ("" if h200_compile == GPUS["h200-141gb"].compile_speedup
+             else f"  # dsx ships {GPUS['h200-141gb'].compile_speedup!r}"))
     host = calibrate_host_speed()
     print(f"# the host's Python speed, from {', '.join(path for path, _, _ in HOST_SPEED_RUNS)}: "
           f"GPUS['h200-141gb'].host_loop_ns = {host!r}"
@@ -419,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if differ or host != GPUS["h200-141gb"].host_loop_ns or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
-        or autocast != AUTOCAST_S_PER_PARAM else 0
+        or autocast != AUTOCAST_S_PER_PARAM or h200_compile != GPUS["h200-141gb"].compile_speedup else 0
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ and so are rows whose timed steps are not steady (no warm-up step). Run from the
     python bench/estimator/speed_rows.py            # every row, and the files whose rows are off
     python bench/estimator/speed_rows.py --multi    # rows of two or more GPUs only
     python bench/estimator/speed_rows.py --rows     # every row off, one line each
+    python bench/estimator/speed_rows.py --spread   # the floor: rows of one configuration against each other
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -20,7 +22,7 @@ from dsx.calibration import calibration_role
 from dsx.estimate import EstimateError, estimate, setup_of_row
 from dsx.report.facts import model_text, zero_stage
 from dsx.report.load import ReportError
-from dsx.report.vs_estimate import JUDGED_SPEED, SPEED_OFF, speed_error
+from dsx.report.vs_estimate import JUDGED_SPEED, SPEED_OFF, speed_error, tokens_per_s
 from dsx.results import read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,15 +53,45 @@ def judged(multi: bool) -> tuple[list[tuple[str, dict, float]], dict[str, int]]:
     return out, dict(left_out)
 
 
+def configuration_key(row: dict) -> str:
+    """What fixes a row's speed but the machine it ran on: the GPU kind and count, the DeepSpeed config, the model,
+    the batch split, the toggles, sparse layout, pipeline and whether the comms logger timed it. Two rows with one key
+    ran the same configuration; they differ by host, GPU and the moment."""
+    model = {k: v for k, v in (row.get("model") or {}).items() if k != "dims"}
+    return json.dumps([row.get("gpu_name"), row.get("world_size"), row.get("ds_config"), model, row.get("micro_batch"),
+                       row.get("grad_accum"), row.get("toggles"), row.get("sparse_attention"), row.get("pipeline"),
+                       row.get("precision"), setup_of_row(row).comm_log], sort_keys=True, default=str)
+
+
+def spread(rows: list[tuple[str, dict, float]]) -> tuple[int, int, list[float]]:
+    """(configurations measured more than once, their rows, each such row's deviation from its configuration's
+    median tokens/s): what no estimate of the configuration alone can get under."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for _, row, _ in rows:
+        groups[configuration_key(row)].append(tokens_per_s(row))
+    repeated = [speeds for speeds in groups.values() if len(speeds) > 1]
+    deviations = [speed / statistics.median(speeds) - 1 for speeds in repeated for speed in speeds]
+    return len(repeated), len(deviations), deviations
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--multi", action="store_true", help="rows of two or more GPUs only")
     parser.add_argument("--rows", action="store_true", help="every row off, one line each")
+    parser.add_argument("--spread", action="store_true",
+                        help="rows of one configuration measured more than once, against their median")
     args = parser.parse_args(argv)
     rows, left_out = judged(args.multi)
     if not rows:
         print("no judged rows")
         return 1
+    if args.spread:
+        groups, n, deviations = spread(rows)
+        far = sum(abs(d) > SPEED_OFF for d in deviations)
+        print(f"{groups} configurations measured more than once, {n} rows: {far} of them more than {SPEED_OFF:.0%} "
+              f"from their configuration's median tokens/s, median |deviation| {statistics.median(map(abs, deviations)):.1%}"
+              f", largest {max(deviations):+.0%} / {min(deviations):+.0%}")
+        return 0
     off = [(path, row, error) for path, row, error in rows if abs(error) > SPEED_OFF]
     print(f"{len(rows)} judged rows{' of 2+ GPUs' if args.multi else ''}: {len(off)} off by more than "
           f"{SPEED_OFF:.0%}, median |error| {statistics.median(abs(e) for _, _, e in rows):.1%}")

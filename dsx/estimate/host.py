@@ -47,7 +47,8 @@ def host_notes(setup: Setup, fraction: float) -> list[str]:
         notes.append("partial optimizer offload: " + describe(setup.ds_config, setup.resolved, data_parallel(setup)))
     if compiled_counted(setup):
         notes.append(f"compiled: activations x{COMPILE_LAYER_FACTOR} (layers) and x{COMPILE_HEAD_FACTOR} (embeddings, "
-                     f"head, loss), compute x{COMPILE_SPEEDUP} faster (measured on GPT-2 rows: dsx.calibration)")
+                     f"head, loss), compute x{setup.gpu.compile_speedup or COMPILE_SPEEDUP} faster (measured on "
+                     f"{setup.gpu.name}'s or the H100's eager/compiled pairs: dsx.calibration)")
     elif setup.compile:
         notes.append("compiled at ZeRO-3: counted as eager (compile was measured at ZeRO-1/2 only; ZeRO-3 gathers "
                      "parameters in hooks around every module)")

@@ -383,14 +383,14 @@ _HEADS_NOT_TRAINED = ("summary_", "classifier_")
 
 def compute_rate(setup: Setup) -> float:
     """FLOP/s a micro-batch's model FLOPs run at: the dense peak x the calibrated achieved fraction, x the width
-    factor of the model's hidden size, x the compile factor where it applies, x the dropout-free factor for a model
-    without dropout, x Liger's and float8's factors (dsx.calibration)."""
+    factor of the model's hidden size, x the GPU kind's compile factor where it applies, x the dropout-free factor for
+    a model without dropout, x Liger's and float8's factors (dsx.calibration)."""
     from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP
 
     rate = peak_flops(setup.gpu, compute_precision(precision_of(setup.ds_config))) * setup.gpu.achieved_fraction
     rate *= width_factor(setup.gpu, setup.resolved.hidden_size)
     if compiled_counted(setup):
-        rate *= COMPILE_SPEEDUP
+        rate *= setup.gpu.compile_speedup or COMPILE_SPEEDUP
     if dropout_free(setup):
         rate *= DROPOUT_FREE_SPEEDUP
     if setup.liger:
