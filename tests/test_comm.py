@@ -572,3 +572,24 @@ def test_a_model_that_refuses_checkpointing_keeps_its_trace_and_falls_back_to_th
     facts = param_facts(resolve_model("albert-base"))
     assert facts.trace and facts.trace_checkpointed == ()
     assert zero3_fetches_per_micro_batch(zero(3), facts, checkpointed=True) > 0
+
+
+def test_the_cached_param_facts_are_keyed_on_every_dsx_source_that_measures_them(monkeypatch):
+    """The checkpointed trace switches checkpointing on through dsx.rank.memory_savers: a change there is a new
+    cache file, as a change to the trace itself is."""
+    import importlib
+
+    import dsx.cache
+
+    comm_predict = importlib.import_module("dsx.comm.predict")  # the module, not the function dsx.comm exports
+
+    seen = {}
+
+    def derived(kind, inputs, sources, measure, load, dump):
+        seen[kind] = {path.relative_to(Path(comm_predict.__file__).parents[1]).as_posix() for path in sources}
+        return ParamFacts(numels=(), uses=(), ndims=())
+
+    monkeypatch.setattr(dsx.cache, "derived", derived)
+    monkeypatch.setattr(comm_predict, "_FACTS", {})
+    param_facts(resolve_model("gpt2-tiny"))
+    assert seen["param-facts"] == {"comm/predict.py", "comm/zero3.py", "models.py", "rank/memory_savers.py"}
