@@ -21,8 +21,8 @@ from pathlib import Path
 from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE,
                              COMPILE_HEAD_FACTOR,
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
-                             DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, H200_COMPILE_PAIRS, HEADROOM_FILE,
-                             HEADROOM_STEP,
+                             DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, H200_COMPILE_PAIRS,
+                             HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
                              ZERO3_FETCH_PAIRS, ZERO3_FETCH_S,
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
@@ -308,7 +308,8 @@ def calibrate_compile_pairs(root: Path = ROOT) -> float:
     for path, eager_id, compiled_id in H200_COMPILE_PAIRS:
         eager_row, compiled_row = pair_rows(root, path, eager_id, compiled_id, "compile")
         eager = setup_of_row(eager_row)
-        compute = compute_flops(eager.resolved, eager.micro_batch, eager.grad_accum, eager.act_ckpt) / compute_rate(eager)
+        flops = compute_flops(eager.resolved, eager.micro_batch, eager.grad_accum, eager.act_ckpt)
+        compute = flops / compute_rate(eager)
         factors.append(compute / (compute - (_step(eager_row) - _step(compiled_row))))
     return round(statistics.median(factors), 3)
 

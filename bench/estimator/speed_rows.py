@@ -88,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.spread:
         groups, n, deviations = spread(rows)
         far = sum(abs(d) > SPEED_OFF for d in deviations)
+        typical = statistics.median(map(abs, deviations))
         print(f"{groups} configurations measured more than once, {n} rows: {far} of them more than {SPEED_OFF:.0%} "
-              f"from their configuration's median tokens/s, median |deviation| {statistics.median(map(abs, deviations)):.1%}"
-              f", largest {max(deviations):+.0%} / {min(deviations):+.0%}")
+              f"from their configuration's median tokens/s, median |deviation| {typical:.1%}, largest "
+              f"{max(deviations):+.0%} / {min(deviations):+.0%}")
         return 0
     off = [(path, row, error) for path, row, error in rows if abs(error) > SPEED_OFF]
     print(f"{len(rows)} judged rows{' of 2+ GPUs' if args.multi else ''}: {len(off)} off by more than "

@@ -46,9 +46,11 @@ def host_notes(setup: Setup, fraction: float) -> list[str]:
     if 0.0 < fraction < 1.0:
         notes.append("partial optimizer offload: " + describe(setup.ds_config, setup.resolved, data_parallel(setup)))
     if compiled_counted(setup):
+        measured = (f"{setup.gpu.name} eager/compiled pairs" if setup.gpu.compile_speedup
+                    else "an eager/compiled pair of gpt2-xl on an H100")
         notes.append(f"compiled: activations x{COMPILE_LAYER_FACTOR} (layers) and x{COMPILE_HEAD_FACTOR} (embeddings, "
                      f"head, loss), compute x{setup.gpu.compile_speedup or COMPILE_SPEEDUP} faster (measured on "
-                     f"{setup.gpu.name}'s or the H100's eager/compiled pairs: dsx.calibration)")
+                     f"{measured}: dsx.calibration)")
     elif setup.compile:
         notes.append("compiled at ZeRO-3: counted as eager (compile was measured at ZeRO-1/2 only; ZeRO-3 gathers "
                      "parameters in hooks around every module)")
