@@ -197,9 +197,7 @@ def calibration_role(row: dict) -> str:
     ULYSSES_BYTES_PER_S), 'act offload calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host
     speed calibration' (a HOST_SPEED_RUNS row: it set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row:
     it set AUTOCAST_S_PER_PARAM) or 'judged'."""
-    if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"]):
-        return "compile calibration"
-    if row.get("run_id") in H200_COMPILE_RUN_IDS:
+    if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
         return "width calibration"
@@ -451,6 +449,11 @@ H200_COMPILE_PAIRS = (  # (file, eager run, compiled run): ZeRO-1, torch's fused
 commands on one H200 each, 2026-11-30): compiling saved 21-27% of every step, at every width, where COMPILE_SPEEDUP
 (the H100's one gpt2-xl pair) priced 11-14%. Per pair, the factor at which the estimate's eager compute term shrinks
 by the measured step difference; the median (1.38-1.85: no trend with the width)."""
+
+def compile_speedup(kind: GpuKind) -> float:
+    """The compile factor of `kind`: its own (GpuKind.compile_speedup) where measured, else COMPILE_SPEEDUP."""
+    return kind.compile_speedup or COMPILE_SPEEDUP
+
 
 H200_COMPILE_RUN_IDS = frozenset(run_id for _, eager, compiled in H200_COMPILE_PAIRS for run_id in (eager, compiled))
 """Every row of H200_COMPILE_PAIRS (calibration_role: 'compile calibration')."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dsx.calibration import calibration_role
 from dsx.estimate import EstimateError, estimate, setup_of_row
+from dsx.estimate.rows import logger_timed
 from dsx.report.facts import model_text, zero_stage
 from dsx.report.load import ReportError
 from dsx.report.vs_estimate import JUDGED_SPEED, SPEED_OFF, speed_error, tokens_per_s
@@ -60,7 +61,7 @@ def configuration_key(row: dict) -> str:
     model = {k: v for k, v in (row.get("model") or {}).items() if k != "dims"}
     return json.dumps([row.get("gpu_name"), row.get("world_size"), row.get("ds_config"), model, row.get("micro_batch"),
                        row.get("grad_accum"), row.get("toggles"), row.get("sparse_attention"), row.get("pipeline"),
-                       row.get("precision"), setup_of_row(row).comm_log], sort_keys=True, default=str)
+                       row.get("precision"), logger_timed(row)], sort_keys=True, default=str)
 
 
 def spread(rows: list[tuple[str, dict, float]]) -> tuple[int, int, list[float]]:

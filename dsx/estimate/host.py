@@ -5,7 +5,7 @@ dsx.estimate.states, they do not change it.
 
 from __future__ import annotations
 
-from dsx.calibration import COMPILE_SPEEDUP
+from dsx.calibration import compile_speedup
 from dsx.config_facts import precision_of, weights_precision
 from dsx.estimate.states import (Setup, compiled_counted, data_parallel, optimizer_state_bytes, pinned_input_bytes,
                                  zero_layout)
@@ -49,7 +49,7 @@ def host_notes(setup: Setup, fraction: float) -> list[str]:
         measured = (f"{setup.gpu.name} eager/compiled pairs" if setup.gpu.compile_speedup
                     else "an eager/compiled pair of gpt2-xl on an H100")
         notes.append(f"compiled: activations x{COMPILE_LAYER_FACTOR} (layers) and x{COMPILE_HEAD_FACTOR} (embeddings, "
-                     f"head, loss), compute x{setup.gpu.compile_speedup or COMPILE_SPEEDUP} faster (measured on "
+                     f"head, loss), compute x{compile_speedup(setup.gpu)} faster (measured on "
                      f"{measured}: dsx.calibration)")
     elif setup.compile:
         notes.append("compiled at ZeRO-3: counted as eager (compile was measured at ZeRO-1/2 only; ZeRO-3 gathers "

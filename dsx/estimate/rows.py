@@ -44,7 +44,7 @@ def setup_of_row(row: dict, kind: GpuKind | None = None) -> Setup:
                  liger=toggles.get("kernels") == "liger", fp8=toggles.get("fp8"),
                  sequence_parallel=group if group > 1 else None,
                  sparse_kept_tiles=kept_tiles_per_head(row.get("sparse_attention"), resolved.seq_len),
-                 comm_log=_logger_timed(row), host_loop_ns=_host_loop_ns(row),
+                 comm_log=logger_timed(row), host_loop_ns=_host_loop_ns(row),
                  first_step_only=row.get("steps", 0) + row.get("warmup", 0) == 1)
 
 
@@ -57,7 +57,7 @@ def _host_loop_ns(row: dict) -> float | None:
     return speed_of(probes) if probes else host.get("python_loop_ns")
 
 
-def _logger_timed(row: dict) -> bool:
+def logger_timed(row: dict) -> bool:
     """Whether DeepSpeed's comms logger was on in the row's timed steps: it counted them (comm.counted 'timed', or
     unrecorded in rows before the warm-up steps were counted), not the warm-up steps (dsx.rank.comms)."""
     comm = row.get("comm") or {}

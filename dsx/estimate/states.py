@@ -385,12 +385,12 @@ def compute_rate(setup: Setup) -> float:
     """FLOP/s a micro-batch's model FLOPs run at: the dense peak x the calibrated achieved fraction, x the width
     factor of the model's hidden size, x the GPU kind's compile factor where it applies, x the dropout-free factor for
     a model without dropout, x Liger's and float8's factors (dsx.calibration)."""
-    from dsx.calibration import COMPILE_SPEEDUP, DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP
+    from dsx.calibration import DROPOUT_FREE_SPEEDUP, FP8_SPEEDUP, LIGER_SPEEDUP, compile_speedup
 
     rate = peak_flops(setup.gpu, compute_precision(precision_of(setup.ds_config))) * setup.gpu.achieved_fraction
     rate *= width_factor(setup.gpu, setup.resolved.hidden_size)
     if compiled_counted(setup):
-        rate *= setup.gpu.compile_speedup or COMPILE_SPEEDUP
+        rate *= compile_speedup(setup.gpu)
     if dropout_free(setup):
         rate *= DROPOUT_FREE_SPEEDUP
     if setup.liger:
