@@ -10,6 +10,10 @@ DeepSpeed engine step (dsx/rank/loop.py's step), on the same model, batch and GP
     python bench/tools/step_profile.py --model gpt2 --vocab-pad 64 --micro-batch 32 --compile \\
         --ds-config ds.json --out profile.jsonl
 
+Under torchrun (WORLD_SIZE > 1, --only deepspeed) every rank runs the engine step on GPU LOCAL_RANK, data-parallel as
+the config says (its train_batch_size: micro-batch x ranks x grad-accum), and rank 0 writes one row per rank: where a
+ZeRO stage's step goes on several GPUs against one (collectives, the per-tensor work each rank does).
+
 Causal masks stay plain under compile (dsx.models.assume_unpacked_batches, as in a rank; --transformers-masks: not).
 --set KEY=VALUE changes the model's config as `dsx run --set` does, --act-ckpt checkpoints activations as a rank does,
 and --sparse MODE builds the model with dsx's block-sparse attention (that DeepSpeed layout in 128-token blocks, the
@@ -167,8 +171,13 @@ def main() -> None:
     if not args.transformers_masks:
         assume_unpacked_batches()  # as a rank does: synthetic_batch is one whole sequence per row
 
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if world > 1 and args.only != "deepspeed":
+        parser.error("several ranks (WORLD_SIZE > 1) profile the DeepSpeed step only: add --only deepspeed")
     on_cuda = torch.cuda.is_available()
-    device = torch.device("cuda", 0) if on_cuda else torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if on_cuda else torch.device("cpu")
+    if on_cuda:
+        torch.cuda.set_device(device)
     overrides = parse_overrides(args.sets)
     resolved = resolve_model(args.model, overrides, seq_len=args.seq_len, vocab_pad=args.vocab_pad)
     batch = {k: v.to(device) for k, v in
@@ -176,7 +185,7 @@ def main() -> None:
     common = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": resolved.seq_len,
               "compile": args.compile, "act_ckpt": args.act_ckpt, "sparse": args.sparse, "overrides": overrides,
               "transformers_masks": args.transformers_masks,
-              "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
+              "device": torch.cuda.get_device_name(device) if on_cuda else "cpu", "world_size": world,
               "torch": torch.__version__}
     rows = []
 
@@ -186,6 +195,14 @@ def main() -> None:
         rows.append(profile_baseline(args, resolved, batch, device) | common)
     if args.only != "baseline":
         rows.append(profile_deepspeed(args, resolved, batch, device) | common)
+    if world > 1:  # rank 0 writes every rank's row
+        import torch.distributed as dist
+
+        gathered = [None] * world
+        dist.all_gather_object(gathered, rows[0] | {"rank": rank})
+        if rank:
+            return
+        rows = gathered
     for row in rows:
         text = json.dumps(row)
         print(text)
@@ -208,7 +225,7 @@ def profile_baseline(args, resolved, batch, device) -> dict:
 
 
 def profile_deepspeed(args, resolved, batch, device) -> dict:
-    """The DeepSpeed engine step, as dsx/rank/loop.py runs it (one rank, no launcher)."""
+    """The DeepSpeed engine step, as dsx/rank/loop.py runs it: one rank without a launcher, or torchrun's ranks."""
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
                        ("MASTER_PORT", str(free_port()))):
         os.environ.setdefault(key, value)
