@@ -9,7 +9,8 @@
 # check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep would pick),
 # `dsadam`: DeepSpeed's FusedAdam (dsx's default on a GPU, the calibration's) instead of torch's fused AdamW,
 # `compile`: --compile (engine.compile(); an eager entry beside it is its baseline), `nodrop`: GPT-2's dropout
-# probabilities set to 0; tags combine with '+' (gpt2-xl:1:8:1:compile+nodrop). Rows in $OUT/ladder.jsonl.
+# probabilities set to 0, `gpusN`: N GPUs of the host (data parallel) instead of 1; tags combine with '+'
+# (gpt2-xl:1:8:1:compile+nodrop). Rows in $OUT/ladder.jsonl.
 set -uo pipefail
 out=${1:?usage: bench/estimator/ladder.sh OUT}
 source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
@@ -23,6 +24,7 @@ case $runs in *:dsadam*) BUILD_S=200 build_ops FusedAdamBuilder ;; esac
 for entry in $runs; do
   IFS=: read -r model zero mb ga tag <<<"$entry"
   extra=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
+  gpus=1
   IFS=+ read -ra tags <<<"${tag:-}"
   for tag in "${tags[@]}"; do
     case $tag in
@@ -31,11 +33,12 @@ for entry in $runs; do
       dsadam) extra=("${extra[@]:4}") ;;  # drops the two torch-AdamW settings above
       compile) extra+=(--compile) ;;
       nodrop) extra+=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0) ;;
+      gpus[1-9]) gpus=${tag#gpus} ;;
       *) echo "bench/estimator/ladder.sh: unknown tag '$tag' in '$entry' (noclip, nocheck, dsadam, compile," \
-              "nodrop)" >&2; exit 2 ;;
+              "nodrop, gpusN)" >&2; exit 2 ;;
     esac
   done
-  run_by "${RUN_S:-80}" python3 -m dsx run --model "$model" --vocab-pad 64 --gpus 1 --zero "$zero" \
+  run_by "${RUN_S:-80}" python3 -m dsx run --model "$model" --vocab-pad 64 --gpus "$gpus" --zero "$zero" \
     --micro-batch "$mb" --grad-accum "$ga" --steps 10 --warmup 3 --results "$res" "${extra[@]}" </dev/null || true
 done
 [ -s "$res" ] && python3 -m dsx report "$res" --vs-estimate >>"$log" 2>&1
