@@ -196,7 +196,8 @@ def calibration_role(row: dict) -> str:
     COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set
     ULYSSES_BYTES_PER_S), 'act offload calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host
     speed calibration' (a HOST_SPEED_RUNS row: it set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row:
-    it set AUTOCAST_S_PER_PARAM) or 'judged'."""
+    it set AUTOCAST_S_PER_PARAM), 'bf16 optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set
+    BF16_OPTIMIZER_S_PER_TENSOR) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
@@ -213,6 +214,8 @@ def calibration_role(row: dict) -> str:
         return "host speed calibration"
     if row.get("run_id") in AUTOCAST_RUN_IDS:
         return "autocast calibration"
+    if row.get("run_id") in BF16_OPTIMIZER_RUN_IDS:
+        return "bf16 optimizer calibration"
     if (row.get("toggles") or {}).get("act_ckpt_offload") and row.get("time", "") < FIRST_OFFLOAD_BEFORE:
         return "first offload"
     if row.get("run_id") in H200_CALIBRATION_RUN_IDS:
@@ -288,6 +291,28 @@ AUTOCAST_S_PER_PARAM = 2.59e-11
 """Seconds bf16-autocast adds to a ZeRO-1/2 step per parameter and micro-batch: the median over AUTOCAST_PAIRS of the
 measured step difference less the estimate's (the overflow check autocast drops), over parameters x micro-batches
 (bench/estimator/calibrate.py: calibrate_autocast; the pairs gave 17.1 to 42.8 ps)."""
+
+
+# --- DeepSpeed's BF16_Optimizer (bf16 without ZeRO) ---------------------------------------------------------------
+# bf16 at ZeRO-0 trains through DeepSpeed's BF16_Optimizer, which after every micro-batch's backward adds each bf16
+# gradient into its fp32 accumulator tensor by tensor (bf16_optimizer.py update_hp_grads: a cast and an add launched
+# per tensor, immediate_grad_update being off by default), and at the step takes the norm and clips tensor by tensor.
+# ZeRO-1/2 copy gradients into whole buckets instead. Priced per parameter tensor and micro-batch, from one pair that
+# differs only in the split of the same 16 samples; the step's own per-tensor share (the norm, the clip) is not
+# separated from it.
+
+BF16_OPTIMIZER_PAIR = ("bench/parity/h100/first.jsonl",  # gpt2-xl, dropout 0, ZeRO-0 bf16, 1 H100, one command
+                       "de5083c839a9408d86c6dc163329043d",  # micro-batch 8 x grad-accum 2: 628.6 ms
+                       "d0e933bb51fb443cbdb9e914fdd77aa1")  # micro-batch 4 x grad-accum 4: 686.8 ms
+"""(file, fewer micro-batches, more micro-batches): the pair BF16_OPTIMIZER_S_PER_TENSOR comes from."""
+
+BF16_OPTIMIZER_RUN_IDS = frozenset(BF16_OPTIMIZER_PAIR[1:])
+"""Both rows of BF16_OPTIMIZER_PAIR (calibration_role: 'bf16 optimizer calibration')."""
+
+BF16_OPTIMIZER_S_PER_TENSOR = 5.02e-05
+"""Seconds DeepSpeed's BF16_Optimizer adds to a ZeRO-0 bf16 step per parameter tensor and micro-batch: the pair's
+measured step difference less the estimate's, over the extra micro-batches x gpt2-xl's 580 tensors
+(bench/estimator/calibrate.py: calibrate_bf16_optimizer)."""
 
 
 # --- ZeRO-3 across GPUs -------------------------------------------------------------------------------------------

@@ -187,6 +187,28 @@ def test_each_autocast_pair_differs_in_precision_alone_at_zero_1_or_2():
         assert bf16["toggles"].get("compile") == autocast["toggles"].get("compile")
 
 
+def test_the_bf16_optimizer_pair_splits_the_same_samples_at_zero0_in_one_command():
+    from dsx.calibration import BF16_OPTIMIZER_PAIR
+    from dsx.config_facts import precision_of
+
+    path, fewer_id, more_id = BF16_OPTIMIZER_PAIR
+    rows = {row["run_id"]: row for row in read_rows(ROOT / path)}
+    fewer, more = rows[fewer_id], rows[more_id]
+    assert (fewer["micro_batch"], fewer["grad_accum"], more["micro_batch"], more["grad_accum"]) == (8, 2, 4, 4)
+    for row in (fewer, more):
+        assert (precision_of(row["ds_config"]), row["ds_config"]["zero_optimization"]["stage"]) == ("bf16", 0)
+    for same in ("model", "world_size", "gpu_name", "toggles", "steps", "warmup"):
+        assert fewer[same] == more[same], same
+    without_split = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    assert ({k: v for k, v in fewer["ds_config"].items() if k not in without_split}
+            == {k: v for k, v in more["ds_config"].items() if k not in without_split})
+
+
+def test_the_bf16_optimizer_pair_is_its_calibration_and_the_files_other_rows_are_judged():
+    assert Counter(map(calibration_role, read_rows(ROOT / "bench/parity/h100/first.jsonl"))) == {
+        "bf16 optimizer calibration": 2, "judged": 3, "width calibration": 1}
+
+
 def test_the_h200s_compile_factor_is_what_its_five_same_command_pairs_give():
     from dsx.calibration import GPUS
 

@@ -123,6 +123,28 @@ def test_a_zero_rank_checks_only_its_partitions_tensors():
     assert overflow_check_seconds(_gpt2(config, 4)) == pytest.approx(overflow_check_seconds(_gpt2(config)) / 4)
 
 
+@pytest.mark.parametrize("precision, stage, priced", [
+    ({"bf16": {"enabled": True}}, 0, True),  # BF16_Optimizer: fp32 accumulators filled tensor by tensor
+    ({"bf16": {"enabled": True}}, 1, False),  # ZeRO-1/2 copy whole buckets
+    ({"fp16": {"enabled": True}}, 0, False),  # FP16_Optimizer: its loss scaler's check is priced apart
+    ({}, 0, False),  # fp32: no wrapper
+    ({"torch_autocast": {"enabled": True, "dtype": "bfloat16"}}, 0, False),  # fp32 weights: no BF16_Optimizer
+])
+def test_bf16_without_zero_pays_its_optimizers_accumulation_per_tensor_and_micro_batch(precision, stage, priced):
+    from dsx.calibration import BF16_OPTIMIZER_S_PER_TENSOR
+    from dsx.estimate.predict import bf16_optimizer_seconds
+
+    setup = replace(_gpt2({"zero_optimization": {"stage": stage}, **precision}), grad_accum=4)
+    assert bf16_optimizer_seconds(setup) == pytest.approx(BF16_OPTIMIZER_S_PER_TENSOR * 148 * 4 if priced else 0)
+
+
+def test_the_estimate_says_what_bf16_at_zero0_adds():
+    setup = replace(_gpt2({"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}), grad_accum=2)
+    assert ("DeepSpeed's BF16_Optimizer (bf16 at ZeRO-0): 14.9 ms a step adding each gradient into its fp32 copy "
+            "tensor by tensor (0.0502 ms per tensor and micro-batch, dsx.calibration.BF16_OPTIMIZER_S_PER_TENSOR); "
+            "ZeRO-1/2 copy whole buckets instead") in estimate(setup, search_max=False).notes
+
+
 def test_turning_the_overflow_check_off_shortens_the_predicted_step_by_its_price():
     from dsx.estimate.predict import step_time
 

@@ -28,9 +28,10 @@ from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_F
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, HOST_SPEED_RUNS,
-                             GpuKind)
+                             BF16_OPTIMIZER_PAIR, BF16_OPTIMIZER_S_PER_TENSOR, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
-from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, overflow_check_seconds, sent_bytes,
+from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, bf16_optimizer_seconds, overflow_check_seconds,
+                                  sent_bytes,
                                   ulysses_bytes,
                                   ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step, zero3_hook_seconds)
 from dsx.estimate.states import attention_seconds, compute_rate
@@ -299,6 +300,18 @@ def calibrate_autocast(root: Path = ROOT) -> float:
     return float(f"{statistics.median(per_param):.3g}")
 
 
+def calibrate_bf16_optimizer(root: Path = ROOT) -> float:
+    """BF16_OPTIMIZER_S_PER_TENSOR from BF16_OPTIMIZER_PAIR (one configuration at two splits of the same samples, in
+    one command): the measured step difference less the estimate's without the term, over the extra micro-batches x
+    the model's parameter tensors."""
+    path, fewer_id, more_id = BF16_OPTIMIZER_PAIR
+    rows = pair_rows(root, path, fewer_id, more_id, "BF16_Optimizer")
+    fewer, more = (setup_of_row(row) for row in rows)
+    others = [step_time(setup, setup.micro_batch) - bf16_optimizer_seconds(setup) for setup in (fewer, more)]
+    extra = _step(rows[1]) - _step(rows[0]) - (others[1] - others[0])
+    return float(f"{extra / (count_tensors(more.resolved) * (more.grad_accum - fewer.grad_accum)):.3g}")
+
+
 def calibrate_compile_pairs(root: Path = ROOT) -> float:
     """GpuKind.compile_speedup of the H200 from H200_COMPILE_PAIRS (one configuration eager and compiled, in one
     command): per pair, the estimate's eager compute term C over C less the measured step difference, the factor at
@@ -428,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# bf16-autocast at ZeRO-1/2, from {', '.join(sorted({path for path, _, _ in AUTOCAST_PAIRS}))}: "
           f"AUTOCAST_S_PER_PARAM = {autocast!r}"
           + ("" if autocast == AUTOCAST_S_PER_PARAM else f"  # dsx ships {AUTOCAST_S_PER_PARAM!r}"))
+    bf16_optimizer = calibrate_bf16_optimizer()
+    print(f"# DeepSpeed's BF16_Optimizer at ZeRO-0, from {BF16_OPTIMIZER_PAIR[0]}: BF16_OPTIMIZER_S_PER_TENSOR = "
+          f"{bf16_optimizer!r}"
+          + ("" if bf16_optimizer == BF16_OPTIMIZER_S_PER_TENSOR else f"  # dsx ships {BF16_OPTIMIZER_S_PER_TENSOR!r}"))
     h200_compile = calibrate_compile_pairs()
     print(f"# compile on the H200, from {', '.join(sorted({path for path, _, _ in H200_COMPILE_PAIRS}))}: "
           f"GPUS['h200-141gb'].compile_speedup = {h200_compile!r}"
@@ -440,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if differ or host != GPUS["h200-141gb"].host_loop_ns or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
-        or autocast != AUTOCAST_S_PER_PARAM or h200_compile != GPUS["h200-141gb"].compile_speedup else 0
+        or autocast != AUTOCAST_S_PER_PARAM or h200_compile != GPUS["h200-141gb"].compile_speedup \
+        or bf16_optimizer != BF16_OPTIMIZER_S_PER_TENSOR else 0
 
 
 if __name__ == "__main__":

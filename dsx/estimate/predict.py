@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, AUTOCAST_S_PER_PARAM, COMM_LOGGER_S_PER_BYTE,
-                             COMM_LOGGER_S_PER_FETCH,
+from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, AUTOCAST_S_PER_PARAM, BF16_OPTIMIZER_S_PER_TENSOR,
+                             COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH,
                              OVERFLOW_CHECK_S_PER_TENSOR, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind)
 from dsx.config_facts import AUTOCAST, AUTOCAST_AT_ZERO0, precision_of
 from dsx.estimate.host import host_bytes, host_notes
@@ -203,7 +203,19 @@ def step_time(setup: Setup, micro_batch: int) -> float:
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     return (seconds + zero3_hook_seconds(setup) + zero3_fetch_seconds(setup) + ulysses_seconds(setup)
-            + act_offload_seconds(setup) + comm_logger_seconds(setup) + autocast_seconds(setup))
+            + act_offload_seconds(setup) + comm_logger_seconds(setup) + autocast_seconds(setup)
+            + bf16_optimizer_seconds(setup))
+
+
+def bf16_optimizer_seconds(setup: Setup) -> float:
+    """What DeepSpeed's BF16_Optimizer (bf16 without ZeRO) adds to a step: BF16_OPTIMIZER_S_PER_TENSOR per parameter
+    tensor and micro-batch (dsx.calibration: its fp32 accumulation, tensor by tensor); 0 at ZeRO-1/2/3 and in other
+    precisions (pipeline stages: not measured, not priced)."""
+    if zero_layout(setup.ds_config)[0] != 0 or precision_of(setup.ds_config) != "bf16":
+        return 0.0
+    from dsx.models import count_tensors
+
+    return BF16_OPTIMIZER_S_PER_TENSOR * count_tensors(setup.resolved) * setup.grad_accum
 
 
 def autocast_seconds(setup: Setup) -> float:
@@ -350,6 +362,11 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                          "bf16 at ZeRO-2, GPT-2 124M 1.13x (its overflow check saved more)")
         if stage == 0:
             notes.append(AUTOCAST_AT_ZERO0)
+    if accumulate := bf16_optimizer_seconds(setup):
+        notes.append(f"DeepSpeed's BF16_Optimizer (bf16 at ZeRO-0): {accumulate * 1e3:,.1f} ms a step adding each "
+                     f"gradient into its fp32 copy tensor by tensor ({BF16_OPTIMIZER_S_PER_TENSOR * 1e3:.3g} ms per "
+                     "tensor and micro-batch, dsx.calibration.BF16_OPTIMIZER_S_PER_TENSOR); ZeRO-1/2 copy whole "
+                     "buckets instead")
     if logger := comm_logger_seconds(setup):
         notes.append(f"DeepSpeed's comms logger: {logger * 1e3:,.1f} ms a step (it synchronises the device after "
                      "every collective, dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH): on in the timed "
