@@ -5,9 +5,9 @@
 # RUNS (default below): space-separated MODEL:ZERO:MICRO_BATCH:GRAD_ACCUM[:noclip] entries, run in order while
 # BUDGET_S (default 560) lasts, each capped at RUN_S (default 80) seconds. dsx run's defaults otherwise (bf16, GPT-2's
 # dropout, clipping 1.0, the bf16 overflow check, eager, the comms logger) with torch's fused AdamW (no JIT build),
-# vocabulary padded to 64, STEPS (default 10) timed steps after 3, the learnable synthetic data. `noclip`: clipping 0 and no overflow
-# check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep would pick),
-# `dsadam`: DeepSpeed's FusedAdam (dsx's default on a GPU, the calibration's) instead of torch's fused AdamW,
+# vocabulary padded to 64, STEPS (default 10) timed steps after 3, the learnable synthetic data. `noclip`: clipping 0
+# and no overflow check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep
+# would pick), `dsadam`: DeepSpeed's FusedAdam (dsx's default on a GPU, the calibration's) instead of torch's fused AdamW,
 # `compile`: --compile (engine.compile(); an eager entry beside it is its baseline), `nodrop`: GPT-2's dropout
 # probabilities set to 0, `gpusN`: N GPUs of the host (data parallel) instead of 1; tags combine with '+'
 # (gpt2-xl:1:8:1:compile+nodrop). Rows in $OUT/ladder.jsonl.
@@ -39,7 +39,8 @@ for entry in $runs; do
     esac
   done
   run_by "${RUN_S:-80}" python3 -m dsx run --model "$model" --vocab-pad 64 --gpus "$gpus" --zero "$zero" \
-    --micro-batch "$mb" --grad-accum "$ga" --steps "${STEPS:-10}" --warmup 3 --results "$res" "${extra[@]}" </dev/null || true
+    --micro-batch "$mb" --grad-accum "$ga" --steps "${STEPS:-10}" --warmup 3 --results "$res" "${extra[@]}" \
+    </dev/null || true
 done
 [ -s "$res" ] && python3 -m dsx report "$res" --vs-estimate >>"$log" 2>&1
 show_log
