@@ -2,15 +2,15 @@
 # The step's cost against the micro-batch, per model, on one GPU (bench/estimator/README.md, issue 30 item 5): what
 # of a step grows with the tokens and what does not, for models of different size, from the repo root:
 #     bash bench/estimator/ladder.sh $OUT            # kind nvidia-h200 or nvidia-h100-x1, carry [".whl"]
-# RUNS (default below): space-separated MODEL:ZERO:MICRO_BATCH:GRAD_ACCUM[:noclip] entries, run in order while
-# BUDGET_S (default 560) lasts, each capped at RUN_S (default 80) seconds. dsx run's defaults otherwise (bf16, GPT-2's
-# dropout, clipping 1.0, the bf16 overflow check, eager, the comms logger) with torch's fused AdamW (no JIT build),
-# vocabulary padded to 64, STEPS (default 10) timed steps after 3, the learnable synthetic data. `noclip`: clipping 0
-# and no overflow check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep
-# would pick), `dsadam`: DeepSpeed's FusedAdam (dsx's default on a GPU, the calibration's) instead of torch's fused AdamW,
-# `compile`: --compile (engine.compile(); an eager entry beside it is its baseline), `nodrop`: GPT-2's dropout
-# probabilities set to 0, `gpusN`: N GPUs of the host (data parallel) instead of 1; tags combine with '+'
-# (gpt2-xl:1:8:1:compile+nodrop). Rows in $OUT/ladder.jsonl.
+# RUNS (default below): space-separated MODEL:ZERO:MICRO_BATCH:GRAD_ACCUM[:noclip] entries, run in order while BUDGET_S
+# (default 560) lasts, each capped at RUN_S (default 80) seconds. dsx run's defaults otherwise (bf16, GPT-2's dropout,
+# clipping 1.0, the bf16 overflow check, eager, the comms logger) with torch's fused AdamW (no JIT build), vocabulary
+# padded to 64, STEPS (default 10) timed steps after 3, the learnable synthetic data. `noclip`: clipping 0 and no
+# overflow check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep would pick),
+# `dsadam`: DeepSpeed's FusedAdam (dsx's default on a GPU, the calibration's) instead of torch's fused AdamW, `compile`:
+# --compile (engine.compile(); an eager entry beside it is its baseline), `nodrop`: GPT-2's dropout probabilities set to
+# 0, `gpusN`: N GPUs of the host (data parallel) instead of 1; tags combine with '+' (gpt2-xl:1:8:1:compile+nodrop).
+# Rows in $OUT/ladder.jsonl.
 set -uo pipefail
 out=${1:?usage: bench/estimator/ladder.sh OUT}
 source "${PRELUDE:-bench/gpu/prelude.sh}" "${WHEELHOUSE:-.whl}" || exit 1
