@@ -55,6 +55,23 @@ def test_cublas_kernels_are_matmul_and_a_plain_copy_is_a_copy():
     assert kind_of("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda") == "copy/fill"
 
 
+def test_several_ranks_profile_the_deepspeed_step_only(monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(sys, "argv", ["step_profile.py", "--ds-config", "ds.json"])
+    with pytest.raises(SystemExit) as exit_info:
+        load_step_profile().main()
+    assert exit_info.value.code == 2
+    assert ("several ranks (WORLD_SIZE > 1) profile the DeepSpeed step only: add --only deepspeed"
+            in capsys.readouterr().err)
+
+
+def test_the_two_gpu_profiles_hold_one_row_per_rank_and_the_one_gpu_profiles_one_row():
+    rows = [json.loads(line) for line in (ROOT / "bench/estimator/dp_profile/h200x2/profile.jsonl").open()]
+    by_world = {world: [row.get("rank") for row in rows if row["world_size"] == world] for world in (1, 2)}
+    assert by_world == {1: [None] * 4, 2: [0, 1] * 4}  # ZeRO-1, ZeRO-2, ZeRO-2 without the check, ZeRO-3
+    assert all(row["ds_config"]["train_batch_size"] == 8 * row["world_size"] for row in rows)
+
+
 def test_the_pipeline_readme_holds_what_the_summary_prints_from_the_committed_rows():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     command = [sys.executable, "bench/pipeline/summary.py", "bench/pipeline/cpu/runs.jsonl"]

@@ -168,12 +168,12 @@ def main() -> None:
                              "dsx.models.assume_unpacked_batches)")
     parser.add_argument("--out", default=None, help="append one JSON line per setup")
     args = parser.parse_args()
-    if not args.transformers_masks:
-        assume_unpacked_batches()  # as a rank does: synthetic_batch is one whole sequence per row
-
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if world > 1 and args.only != "deepspeed":
         parser.error("several ranks (WORLD_SIZE > 1) profile the DeepSpeed step only: add --only deepspeed")
+    if not args.transformers_masks:
+        assume_unpacked_batches()  # as a rank does: synthetic_batch is one whole sequence per row
+
     on_cuda = torch.cuda.is_available()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if on_cuda else torch.device("cpu")
     if on_cuda:
