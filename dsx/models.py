@@ -18,8 +18,9 @@ import copy
 import dataclasses
 import difflib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from dsx.model_presets import FAMILIES, MODELS, ModelPreset  # the presets; read from here too
 
@@ -527,6 +528,25 @@ def assume_unpacked_batches() -> bool:
     masking_utils.find_packed_sequence_indices = _no_packed_sequences
     masking_utils.AttentionMaskInterface.register("sdpa", _sdpa_mask_of_whole_sequences)
     return True
+
+
+@contextmanager
+def packed_sequences_unchecked() -> Iterator[None]:
+    """transformers' packed-sequence check off inside the block (_no_packed_sequences), as assume_unpacked_batches
+    turns it off for the whole process; nothing to do where this transformers has no such check."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        masking_utils = None
+    check = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if check is None:
+        yield
+        return
+    masking_utils.find_packed_sequence_indices = _no_packed_sequences
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = check
 
 
 _MASKING_UTILS: Any = None

@@ -266,6 +266,16 @@ def test_dsx_estimate_prints_no_loss_type_warning(tmp_path):
     assert "loss_type" not in out.stderr and "fits" in out.stdout
 
 
+def test_the_packed_sequence_check_is_off_inside_the_block_and_back_after_it(transformers_masks):
+    """dsx.comm.zero3 traces a model on the meta device, where the check cannot read its position ids."""
+    from dsx.models import packed_sequences_unchecked
+
+    check = transformers_masks.find_packed_sequence_indices
+    with packed_sequences_unchecked():
+        assert transformers_masks.find_packed_sequence_indices(torch.arange(8).view(1, 8)) is None
+    assert transformers_masks.find_packed_sequence_indices is check
+
+
 @pytest.mark.slow  # compiles a model
 @pytest.mark.parametrize("unpacked", [True, False])
 def test_a_compiled_model_keeps_sdpas_causal_kernel_on_unpacked_batches(monkeypatch, transformers_masks, unpacked):

@@ -36,7 +36,7 @@ def module_trace(resolved: Any, checkpointed: bool = False) -> tuple[tuple[int, 
 
     import torch
 
-    from dsx.models import config_of, from_config
+    from dsx.models import config_of, from_config, packed_sequences_unchecked
 
     try:
         with torch.device("meta"):
@@ -81,23 +81,15 @@ def module_trace(resolved: Any, checkpointed: bool = False) -> tuple[tuple[int, 
                for module in model.modules()]
     handles += [module.register_forward_hook(lambda module, args, output: wrap(output, id(module)))
                 for module in model.modules()]
-    try:
-        from transformers import masking_utils
-    except ImportError:  # an older transformers: no packed-sequence check to step around
-        masking_utils = None
-    packed = getattr(masking_utils, "find_packed_sequence_indices", None)
-    if packed is not None:  # it reads a value off the device, which meta tensors have not
-        masking_utils.find_packed_sequence_indices = lambda position_ids: None
     ids = torch.zeros((1, 8), dtype=torch.long, device="meta")
     try:
-        model(input_ids=ids, labels=ids).loss.backward()
+        with packed_sequences_unchecked():  # the check reads a value off the device, which meta tensors have not
+            model(input_ids=ids, labels=ids).loss.backward()
     except Exception:  # any model the meta device cannot run: the caller's formula stands in, never a failed command
         return ()
     finally:
         for handle in handles:
             handle.remove()
-        if packed is not None:
-            masking_utils.find_packed_sequence_indices = packed
     return tuple(fetches)
 
 
