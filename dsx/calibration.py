@@ -297,9 +297,9 @@ measured step difference less the estimate's (the overflow check autocast drops)
 # bf16 at ZeRO-0 trains through DeepSpeed's BF16_Optimizer, which after every micro-batch's backward adds each bf16
 # gradient into its fp32 accumulator tensor by tensor (bf16_optimizer.py update_hp_grads: a cast and an add launched
 # per tensor, immediate_grad_update being off by default), and at the step takes the norm and clips tensor by tensor.
-# ZeRO-1/2 copy gradients into whole buckets instead. Priced per parameter tensor and micro-batch, from one pair that
-# differs only in the split of the same 16 samples; the step's own per-tensor share (the norm, the clip) is not
-# separated from it.
+# (ZeRO-1/2's gradient path is in the calibration rows' own terms: they ran ZeRO-1.) Priced per parameter tensor and
+# micro-batch, from one pair that differs only in the split of the same 16 samples; the step's own per-tensor share
+# (the norm, the clip) is not separated from it.
 
 BF16_OPTIMIZER_PAIR = ("bench/parity/h100/first.jsonl",  # gpt2-xl, dropout 0, ZeRO-0 bf16, 1 H100, one command
                        "de5083c839a9408d86c6dc163329043d",  # micro-batch 8 x grad-accum 2: 628.6 ms

@@ -138,11 +138,19 @@ def test_bf16_without_zero_pays_its_optimizers_accumulation_per_tensor_and_micro
     assert bf16_optimizer_seconds(setup) == pytest.approx(BF16_OPTIMIZER_S_PER_TENSOR * 148 * 4 if priced else 0)
 
 
+def test_bf16_without_zero_over_pipeline_stages_is_not_priced_as_it_was_not_measured():
+    from dsx.estimate.predict import bf16_optimizer_seconds
+
+    setup = replace(_gpt2({"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}, 2), pipeline_stages=2)
+    assert bf16_optimizer_seconds(setup) == 0
+
+
 def test_the_estimate_says_what_bf16_at_zero0_adds():
     setup = replace(_gpt2({"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}), grad_accum=2)
+    notes = estimate(setup, search_max=False).notes
     assert ("DeepSpeed's BF16_Optimizer (bf16 at ZeRO-0): 14.9 ms a step adding each gradient into its fp32 copy "
-            "tensor by tensor (0.0502 ms per tensor and micro-batch, dsx.calibration.BF16_OPTIMIZER_S_PER_TENSOR); "
-            "ZeRO-1/2 copy whole buckets instead") in estimate(setup, search_max=False).notes
+            "tensor by tensor (0.0502 ms per tensor and micro-batch, dsx.calibration.BF16_OPTIMIZER_S_PER_TENSOR; "
+            "ZeRO-1/2's gradient path is in the calibration rows' own terms)") in notes
 
 
 def test_turning_the_overflow_check_off_shortens_the_predicted_step_by_its_price():

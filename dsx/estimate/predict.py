@@ -209,9 +209,9 @@ def step_time(setup: Setup, micro_batch: int) -> float:
 
 def bf16_optimizer_seconds(setup: Setup) -> float:
     """What DeepSpeed's BF16_Optimizer (bf16 without ZeRO) adds to a step: BF16_OPTIMIZER_S_PER_TENSOR per parameter
-    tensor and micro-batch (dsx.calibration: its fp32 accumulation, tensor by tensor); 0 at ZeRO-1/2/3 and in other
-    precisions (pipeline stages: not measured, not priced)."""
-    if zero_layout(setup.ds_config)[0] != 0 or precision_of(setup.ds_config) != "bf16":
+    tensor and micro-batch (dsx.calibration: its fp32 accumulation, tensor by tensor); 0 at ZeRO-1/2/3, in other
+    precisions and with pipeline stages (not measured there, not priced)."""
+    if zero_layout(setup.ds_config)[0] != 0 or precision_of(setup.ds_config) != "bf16" or setup.pipeline_stages:
         return 0.0
     from dsx.models import count_tensors
 
@@ -365,8 +365,8 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     if accumulate := bf16_optimizer_seconds(setup):
         notes.append(f"DeepSpeed's BF16_Optimizer (bf16 at ZeRO-0): {accumulate * 1e3:,.1f} ms a step adding each "
                      f"gradient into its fp32 copy tensor by tensor ({BF16_OPTIMIZER_S_PER_TENSOR * 1e3:.3g} ms per "
-                     "tensor and micro-batch, dsx.calibration.BF16_OPTIMIZER_S_PER_TENSOR); ZeRO-1/2 copy whole "
-                     "buckets instead")
+                     "tensor and micro-batch, dsx.calibration.BF16_OPTIMIZER_S_PER_TENSOR; ZeRO-1/2's gradient path "
+                     "is in the calibration rows' own terms)")
     if logger := comm_logger_seconds(setup):
         notes.append(f"DeepSpeed's comms logger: {logger * 1e3:,.1f} ms a step (it synchronises the device after "
                      "every collective, dsx.calibration.COMM_LOGGER_S_PER_BYTE and _PER_FETCH): on in the timed "
