@@ -44,7 +44,7 @@ class GpuKind:
     every submodule, with or without parameters of its own, and fetches and releases module by module, so gpt2-xl's
     632 modules cost more than llama-7b's 423 with four-times-larger weights (per parameter it predicted llama-7b's
     6.7B 2.8 s a step of hooks that its rows do not show; per parameter tensor it priced a Llama layer's 13 modules
-    as its 9 tensors: bench/tools/h200_zero3_ckpt, bench/estimator/README.md)."""
+    as its 9 tensors: bench/tools/h200_zero3_ckpt, bench/estimator/terms.md)."""
     host_process_bytes: dict[int, int]
     """RSS of one rank without offload (torch, CUDA, transformers, DeepSpeed), by ZeRO stage (ZeRO-3 builds the
     model under zero.Init)."""
@@ -114,7 +114,7 @@ WIDTH_FILES = ("bench/parity/h100/first.jsonl", "bench/parity/h100/gpt2xl.jsonl"
 WIDTH_RUN_IDS = ("67626f5da44a463f89653d23bbbd8542", "828cbf1c242e44508152377286b9bc64")
 """The two runs of that configuration (28 and 18 timed steps): the width curve's h0 is solved from the median of
 their compute terms against gpt2-xl's (bench/estimator/calibrate.py: calibrate_width). Every other Llama row is
-judged (bench/estimator/README.md)."""
+judged (bench/estimator/terms.md)."""
 
 H100 = GpuKind(
     key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,

@@ -144,7 +144,7 @@ def speed_of(probes) -> float:
 class HostSpeedSampler:
     """python_loop_ns just before a launch, every `every_s` seconds while it runs (a thread of dsx's own process, which
     only waits on the ranks then) and just after it: the host's Python speed over the run, not at one moment. On H200
-    hosts one probe read 1.4-1.9x another of the same host minutes apart (bench/estimator/README.md), and a machine
+    hosts one probe read 1.4-1.9x another of the same host minutes apart (bench/estimator/terms.md), and a machine
     whose probes before its runs read 40-45 ns ran ZeRO-3 as hosts of 60-75 ns do."""
 
     def __init__(self, every_s: float = 2.0, probe=None) -> None:

@@ -586,7 +586,7 @@ def test_sweep_plan_skips_configurations_predicted_much_slower_than_the_fastest(
     plans = {p.configuration.label: p for p in plan(spec, sweep_configurations(spec), "h100-80gb")}
     assert [label for label, p in plans.items() if p.skip is None] == ["z1 bf16 ckpt"]
     # measured (bench/sweep/h100/gpt2xl.jsonl): z3 bf16 ckpt 23,233 tokens/s at micro-batch 64, z1 bf16 ckpt 22,576:
-    # ZeRO-3 with checkpointing is predicted 13-21% slow (bench/estimator/README.md), just past --keep-within 0.1
+    # ZeRO-3 with checkpointing is predicted 13-21% slow (bench/estimator/terms.md), just past --keep-within 0.1
     assert plans["z3 bf16 ckpt"].skip == (
         "predicted 20,530 tokens/s, 11% below the predicted fastest (z1 bf16 ckpt, 22,952; --keep-within 0.11 or "
         "--no-prune runs it)")

@@ -1,6 +1,6 @@
 """How fast this host drives its GPU from Python: one JSON line on stdout (bench/estimator/host_probe.sh).
 
-Eager steps and ZeRO-3's hooks wait on the host (bench/estimator/README.md: a ZeRO-3 configuration ran 0.94-1.59 s a
+Eager steps and ZeRO-3's hooks wait on the host (bench/estimator/terms.md: a ZeRO-3 configuration ran 0.94-1.59 s a
 step on different hosts of one GPU kind). Three figures, the last two medians of 5 repeats timed between device
 synchronisations:
 - python_loop_ns: dsx.host.python_loop_ns, what every dsx run row records (the fastest of 25 short runs of a loop

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # DeepSpeed's optimizer step on GPT-2 124M, the H100 profile's exact command on another GPU kind, then with dsx's
 # defaults (gradient clipping 1.0, the bf16 overflow check) at ZeRO-1 and ZeRO-2, then each of the two alone
-# (bench/estimator/README.md: is the step's host work the host's or the configuration's?). From the repo root:
+# (bench/estimator/terms.md: is the step's host work the host's or the configuration's?). From the repo root:
 #     bash bench/estimator/host_step.sh $OUT        # kind nvidia-h200 or nvidia-h100-x1, carry [".whl"]
 # CONFIGS: space-separated ONLY:CONFIG_FILE entries to run instead (ONLY: both, deepspeed); MODEL (default gpt2) and
 # MICRO_BATCH (default 32: each config's batch sizes are set to it, in a copy under $OUT) for another model.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The step's cost against the micro-batch, per model, on one GPU (bench/estimator/README.md, issue 30 item 5): what
+# The step's cost against the micro-batch, per model, on one GPU (bench/estimator/terms.md, issue 30 item 5): what
 # of a step grows with the tokens and what does not, for models of different size, from the repo root:
 #     bash bench/estimator/ladder.sh $OUT            # kind nvidia-h200 or nvidia-h100-x1, carry [".whl"]
 # RUNS (default below): space-separated MODEL:ZERO:MICRO_BATCH:GRAD_ACCUM[:noclip] entries, run in order while BUDGET_S

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the ladder's steps go (bench/estimator/README.md, issue 30 item 5): bench/tools/step_profile.py on each row
+# Where the ladder's steps go (bench/estimator/terms.md, issue 30 item 5): bench/tools/step_profile.py on each row
 # of a ladder.sh results file with grad-accum 1, the row's own model, micro-batch and DeepSpeed config, from the
 # repo root:
 #     bash bench/estimator/profile_ladder.sh $OUT ROWS.jsonl     # kind nvidia-h200 or nvidia-h100-x1, carry [".whl"]

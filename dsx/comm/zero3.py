@@ -15,7 +15,7 @@ meta-device forward and backward; simulate_gathers replays the rules over them.
 Measured against DeepSpeed's comms logger: exact, to the element, on all 23 committed ZeRO-3 rows with the logger on
 several GPUs (bench/multigpu/rows: GPT-2 124M, gpt2-xl and llama-1b on 2 H200s at DeepSpeed's defaults and at other
 reuse distances, live parameters and prefetch buckets, with and without checkpointing, two of them predicted before
-they ran; the checkpointed 16.9B llama of 4 H200s). bench/estimator/README.md has the table.
+they ran; the checkpointed 16.9B llama of 4 H200s). bench/estimator/terms.md has the table.
 """
 
 from __future__ import annotations

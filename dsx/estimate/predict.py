@@ -344,7 +344,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     if host_bound >= HOST_BOUND_NOTE:
         notes.append(f"{host_bound:.0%} of this step waits on the host (ZeRO-3's hooks and fetches, the per-tensor "
                      "overflow check): such steps move with the machine; one gpt2-xl ZeRO-3 configuration ran 0.95-1.67 "
-                     "s a step on nine machines of one GPU kind (bench/estimator/README.md)")
+                     "s a step on nine machines of one GPU kind (bench/estimator/terms.md)")
     if check:
         why = ("bf16.check_grad_overflow false drops it, and with it the skipping of a step whose gradients "
                "overflowed; --precision bf16-autocast at ZeRO 1-3 skips such a step without it (the gradient norm "

@@ -318,7 +318,7 @@ def attention_seconds(setup: Setup, micro_batch: int, grad_accum: int) -> float:
     kernel probes (dense SDPA per 128-token tile, causal skipping the tiles above the diagonal; block-sparse
     FlexAttention per row and per kept tile), forward + backward, a third more under checkpointing (the recomputed
     forward). Attention is priced apart from the matrix products because it runs at its own rate: near 75% of the
-    dense peak at 64k-262k tokens (llama-1b and llama-8b rows, bench/estimator/README.md), where the other
+    dense peak at 64k-262k tokens (llama-1b and llama-8b rows, bench/estimator/terms.md), where the other
     products run at the calibrated achieved fraction. A Ulysses rank attends with heads / N heads over the whole
     sequence. Eager attention (--attn eager) materialises the scores: its FLOPs run at compute_rate."""
     from dsx.flops import attention_flops_per_token, attention_layers
