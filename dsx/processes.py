@@ -2,7 +2,8 @@
 
 `run_plan(plan, timeout_s)` starts a launch that dsx.launcher built as data (DeepSpeed's runner, or one runner per
 node with --launcher no-ssh) in its own process group, copies its output to a log, and kills the whole group on
-timeout, on a node's failure or on Ctrl-C; it removes what earlier jobs left behind (dsx.leftovers) before and after.
+timeout, on a node's failure or on Ctrl-C, saying which of its processes outlived that (NotStopped, left_running);
+it removes what earlier jobs left behind (dsx.leftovers) before and after.
 `capture(argv)` runs short probes (nvidia-smi, nvcc --version, ssh checks, another interpreter's versions).
 """
 
@@ -37,19 +38,37 @@ class Completed:
     """What dsx removed that earlier or this job's processes left behind (see dsx.leftovers)."""
     jit_built: list[str] = field(default_factory=list)
     """The ops the job JIT-built (their shared library in its op cache was written while it ran)."""
+    left_running: list[str] = field(default_factory=list)
+    """Processes of the job's group still alive after dsx killed it (timeout, a node's failure): see _kill_group."""
+    pgid: int | None = None
 
 
-def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
-    """SIGTERM the whole process group (runner(s), launch.py, every rank), then SIGKILL what is left.
-    The first process leads the group (run_plan made it so): its pid is the group id even after it exited and was
-    reaped, when its ranks may still run."""
+KILL_WAIT_S = 30.0
+"""After SIGKILL, how long dsx waits for the kernel to remove a group's processes (seconds on a loaded machine with
+big ranks) before it says which are still there."""
+
+
+class NotStopped(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped a job, but processes of its group outlived SIGKILL by KILL_WAIT_S: what is still
+    there, so the caller says so instead of "every rank was stopped" (a sweep keeps the group in its lock, and the
+    next sweep on the file kills it before it starts)."""
+
+    def __init__(self, pgid: int, left: list[str]):
+        super().__init__(pgid, left)
+        self.pgid, self.left = pgid, left
+
+
+def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> list[str]:
+    """SIGTERM the whole process group (runner(s), launch.py, every rank), then SIGKILL what is left, and wait until
+    the kernel has removed them; returns what is still alive after that ('pid status: command' each; empty when the
+    group is gone). The first process leads the group (run_plan made it so): its pid is the group id even after it
+    exited and was reaped, when its ranks may still run."""
     pgid = procs[0].pid
-    # after SIGKILL, wait until the kernel has really removed them (seconds on a loaded machine with big ranks)
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, KILL_WAIT_S)):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
-            return
+            return []
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             for proc in procs:
@@ -57,8 +76,38 @@ def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
             try:
                 os.killpg(pgid, 0)  # anything left in the group?
             except ProcessLookupError:
-                return
+                return []
             time.sleep(0.1)
+    return group_members(pgid)
+
+
+def group_members(pgid: int) -> list[str]:
+    """The live processes of process group `pgid` ('pid status: command'; zombies, whose memory is already freed and
+    which their parent reaps, do not count)."""
+    import psutil
+
+    members = []
+    for proc in psutil.process_iter(["pid", "status", "cmdline"]):
+        try:
+            if os.getpgid(proc.info["pid"]) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                command = " ".join(proc.info["cmdline"] or [])
+                members.append(f"{proc.info['pid']} {proc.info['status']}: {command[:120]}")
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return members
+
+
+def left_running_text(pgid: int, left: list[str]) -> str:
+    """One clause saying which processes of a killed job's group outlived SIGKILL."""
+    return (f"{len(left)} process(es) of its process group {pgid} were still there {KILL_WAIT_S:g} s after SIGKILL "
+            f"({'; '.join(left[:4])}{'; ...' if len(left) > 4 else ''})")
+
+
+def stopped_text(exc: BaseException) -> str:
+    """What an interrupted job's callers print after 'interrupted; ': the truth about its processes."""
+    if isinstance(exc, NotStopped):
+        return "not every rank could be stopped: " + left_running_text(exc.pgid, exc.left)
+    return "every rank was stopped"
 
 
 NODE_FAILURE_GRACE_S = 60.0
@@ -116,6 +165,7 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
     for reader in readers:
         reader.start()
     timed_out = False
+    left_running: list[str] = []
     deadline = time.monotonic() + timeout_s if timeout_s and timeout_s > 0 else None
     try:
         try:
@@ -125,16 +175,18 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
                     now = time.monotonic()
                     if deadline is not None and now > deadline:
                         timed_out = True
-                        _kill_group(procs)
+                        left_running = _kill_group(procs)
                         break
                     if failed_at is None and any(proc.returncode for proc in procs):
                         failed_at = now
                     if failed_at is not None and now - failed_at > NODE_FAILURE_GRACE_S:
-                        _kill_group(procs)
+                        left_running = _kill_group(procs)
                         break
                     time.sleep(0.1)
-        except BaseException:  # Ctrl-C or anything else: leave no rank behind
-            _kill_group(procs, grace_s=5.0)
+        except BaseException as exc:  # Ctrl-C or anything else: leave no rank behind
+            left = _kill_group(procs, grace_s=5.0)
+            if left and isinstance(exc, KeyboardInterrupt):
+                raise NotStopped(procs[0].pid, left) from exc
             raise
     finally:
         for reader in readers:
@@ -148,7 +200,7 @@ def run_plan(plan: LaunchPlan, timeout_s: float | None, log_path: str | os.PathL
     return Completed(returncode=returncode, timed_out=timed_out, started=started,
                      ended=ended, log_path=str(log_path) if log_path else None,
                      tail=b"".join(tail).decode("utf-8", "replace"), cleaned=cleaned,
-                     jit_built=op_cache.built_since(ops, since))
+                     jit_built=op_cache.built_since(ops, since), left_running=left_running, pgid=procs[0].pid)
 
 
 def _remove_leftovers(plan: LaunchPlan, ops: Path, before: bool) -> list[str]:

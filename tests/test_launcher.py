@@ -3,17 +3,21 @@ except by the run_plan timeout test and the --dry-run CLI test, which launches n
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from dsx import op_cache
+from dsx import op_cache, processes
 from dsx.launcher import RANK_SCRIPT, LaunchError, LaunchPlan, build_launch, clean_arch_list
 from dsx.processes import run_plan
 
@@ -218,6 +222,33 @@ def test_run_plan_says_in_one_line_when_deepspeed_builds_an_op(tmp_path, capsys)
     assert op_cache.build_notice("cpu_adam") == (
         "dsx: DeepSpeed is building its cpu_adam op (first use in this Python environment: a minute or two on CPU, "
         "less on a GPU host); the job goes on when it is built")
+
+
+@pytest.mark.slow
+def test_ctrl_c_names_the_processes_that_outlive_sigkill_instead_of_calling_them_stopped(tmp_path, monkeypatch):
+    """A process the kernel does not remove (stuck in the kernel, say) is named, so no caller says "stopped"."""
+    real_killpg = os.killpg
+    monkeypatch.setattr(processes.os, "killpg", lambda pgid, sig: real_killpg(pgid, sig) if sig == 0 else None)
+    monkeypatch.setattr(processes, "KILL_WAIT_S", 0.5)
+    p = LaunchPlan(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env=dict(os.environ), cwd=str(tmp_path))
+    groups = []
+
+    def on_start(pgid):
+        groups.append(pgid)
+        threading.Timer(1.0, _thread.interrupt_main).start()  # Ctrl-C once the job runs
+
+    try:
+        with pytest.raises(processes.NotStopped) as caught:
+            run_plan(p, timeout_s=60, on_start=on_start)
+    finally:
+        real_killpg(groups[0], signal.SIGKILL)
+    pgid = groups[0]
+    assert caught.value.pgid == pgid and len(caught.value.left) == 1
+    assert re.fullmatch(rf"{pgid} sleeping: \S*python\S* -c import time; time.sleep\(60\)", caught.value.left[0])
+    assert processes.stopped_text(caught.value) == (
+        f"not every rank could be stopped: 1 process(es) of its process group {pgid} were still there 0.5 s after "
+        f"SIGKILL ({caught.value.left[0]})")
+    assert processes.stopped_text(KeyboardInterrupt()) == "every rank was stopped"
 
 
 def test_run_plan_returns_the_exit_status_and_output(tmp_path):

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from dsx.cli.options import SIZE
 from dsx.cli.sweep import command as sweep_command
 from dsx.models import resolve_model
+from dsx.processes import NotStopped
 from dsx.results import append_row
 from dsx.sweep import (
     Configuration, SweepError, SweepLock, SweepSpec, done_rows, fixed_micro_batches, flat_stop, reap_orphans,
@@ -207,6 +208,14 @@ def test_the_lock_tells_the_next_sweep_which_trial_a_killed_sweep_left_running(t
     lock.acquire()
     lock.write(pgid=4242, run_dir="/somewhere")
     os.close(lock.fd)  # what the kernel does when dsx is killed: the flock goes, the content stays
+    assert SweepLock(tmp_path / "r.jsonl").acquire() == {"pid": os.getpid(), "pgid": 4242, "run_dir": "/somewhere"}
+
+
+def test_a_sweep_whose_trial_outlived_its_kill_leaves_that_trial_in_the_lock_for_the_next_sweep(tmp_path):
+    lock = SweepLock(tmp_path / "r.jsonl")
+    lock.acquire()
+    lock.write(pgid=4242, run_dir="/somewhere")
+    lock.release(keep_trial=True)
     assert SweepLock(tmp_path / "r.jsonl").acquire() == {"pid": os.getpid(), "pgid": 4242, "run_dir": "/somewhere"}
 
 
@@ -549,6 +558,44 @@ def test_ctrl_c_during_a_trial_removes_its_folder_so_that_nothing_is_left_withou
     assert outcome.interrupted and not folder.exists()
     assert outcome.notes == [f"removed {folder}, the folder of the interrupted trial (no row): the same command runs "
                              "it again"]
+
+
+def test_a_trial_whose_processes_outlive_the_kill_keeps_its_folder_and_its_group_for_the_next_sweep(tmp_path,
+                                                                                                      monkeypatch):
+    folder = _run_folder(tmp_path, "c3")
+
+    def stuck(prepared, on_start=None):
+        on_start(4242)
+        raise NotStopped(4242, ["4243 disk-sleep: python train_rank.py"])
+
+    monkeypatch.setattr("dsx.run.prepare", lambda request, trial: types.SimpleNamespace(run_dir=folder))
+    monkeypatch.setattr("dsx.run.execute", stuck)
+    outcome = sweep(SweepSpec(model="gpt2-tiny", zero=[1], offload=["none"], micro_batch=[1], prune=False,
+                              results=str(tmp_path / "r.jsonl")))
+    assert outcome.interrupted and folder.exists() and outcome.notes == []
+    assert outcome.left_running == ("1 process(es) of its process group 4242 were still there 30 s after SIGKILL "
+                                    "(4243 disk-sleep: python train_rank.py)")
+    assert SweepLock(tmp_path / "r.jsonl").acquire() == {"pid": os.getpid(), "pgid": 4242, "run_dir": str(folder)}
+
+
+def test_dsx_sweep_says_which_processes_outlived_the_kill_instead_of_calling_them_stopped(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from dsx.cli import cli
+
+    def stuck(prepared, on_start=None):
+        on_start(4242)
+        raise NotStopped(4242, ["4243 disk-sleep: python train_rank.py"])
+
+    monkeypatch.setattr("dsx.run.prepare", lambda request, trial: types.SimpleNamespace(run_dir=tmp_path / "run"))
+    monkeypatch.setattr("dsx.run.execute", stuck)
+    result = CliRunner().invoke(cli, ["sweep", "--model", "gpt2-tiny", "--zero", "1", "--micro-batch", "1",
+                                      "--no-prune", "--results", str(tmp_path / "r.jsonl")])
+    assert result.exit_code == 130, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "dsx sweep: interrupted; the running trial was killed, but 1 process(es) of its process group 4242 were still "
+        "there 30 s after SIGKILL (4243 disk-sleep: python train_rank.py). Run the same command to stop them and "
+        "resume.")
 
 
 @pytest.mark.parametrize("args, message", [

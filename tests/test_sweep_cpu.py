@@ -155,10 +155,10 @@ def test_ctrl_c_or_sigterm_stops_the_running_trial_and_the_sweep_resumes_after_i
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stdout + stderr
     assert "dsx sweep: interrupted; the running trial's processes were stopped. Run the same command to resume." \
-        in stderr
+        in stderr, stderr
     assert "interrupted after 0 finished trial(s); the same command resumes it" in stdout
     assert f"no row was written to {results} (nothing ran)" in stdout
-    assert group_alive(pgid) == []
+    assert group_alive(pgid) == [], [str(p) for p in group_alive(pgid)]
     assert read_rows(results) == [] and running_trial(lock) is None
     assert shm_buffers() <= buffers, "the stopped trial's /dev/shm buffers were not removed"
 

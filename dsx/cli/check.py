@@ -42,8 +42,10 @@ def command(reference_zero, reference_micro_batch, **options):
         raise click.UsageError(str(exc)) from None
     try:
         judgement, rows = run_check(plan, say=lambda text: click.echo(text, err=True))
-    except KeyboardInterrupt:
-        click.echo(f"dsx check {plan.check_id}: interrupted; every rank was stopped", err=True)
+    except KeyboardInterrupt as exc:
+        from dsx.processes import stopped_text
+
+        click.echo(f"dsx check {plan.check_id}: interrupted; {stopped_text(exc)}", err=True)
         sys.exit(130)
     click.echo(table(judgement, rows))
     click.echo(f"rows appended to {request.results} (check {plan.check_id})")

@@ -169,9 +169,11 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
         click.echo(f"dsx launch: world size {world} ({device}); {plan.command_line()}", err=True)
         try:
             done = run_plan(plan, timeout_s or None, log_path=recorder.log_path, echo=True, on_start=recorder.start)
-        except KeyboardInterrupt:
-            recorder.record(None)
-            click.echo("dsx launch: interrupted; every rank was stopped", err=True)
+        except KeyboardInterrupt as exc:
+            from dsx.processes import stopped_text
+
+            recorder.record(None, stopped=stopped_text(exc))
+            click.echo(f"dsx launch: interrupted; {stopped_text(exc)}", err=True)
             sys.exit(130)
         for line in recorder.record(done):
             click.echo(line, err=True)
@@ -179,7 +181,10 @@ def command(config_path, config_arg, gpus, timeout_s, no_local_rank, hf, seq_len
         if work:
             shutil.rmtree(work, ignore_errors=True)
     if done.timed_out:
-        click.echo(f"dsx launch: timed out after {timeout_s:g} s; the whole job was killed", err=True)
+        from dsx.processes import left_running_text
+
+        killed = left_running_text(done.pgid, done.left_running) if done.left_running else "the whole job was killed"
+        click.echo(f"dsx launch: timed out after {timeout_s:g} s; {killed}", err=True)
         sys.exit(124)
     if done.returncode:
         for line in job_failure_lines(done.returncode, done.tail):

@@ -127,8 +127,10 @@ def command(dry_run, **options):
                err=True)
     try:
         row = execute(prepared)
-    except KeyboardInterrupt:
-        click.echo(f"dsx run: interrupted; every rank was stopped (output in {prepared.run_dir})", err=True)
+    except KeyboardInterrupt as exc:
+        from dsx.processes import stopped_text
+
+        click.echo(f"dsx run: interrupted; {stopped_text(exc)} (output in {prepared.run_dir})", err=True)
         sys.exit(130)
     click.echo(summary(row, results))
     if row.status != "ok":

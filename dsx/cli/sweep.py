@@ -291,8 +291,12 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
     if not outcome.interrupted:
         _print_best(spec, passed_over)
     if outcome.interrupted:
-        click.echo("dsx sweep: interrupted; the running trial's processes were stopped. Run the same command to "
-                   "resume.", err=True)
+        if outcome.left_running:
+            click.echo(f"dsx sweep: interrupted; the running trial was killed, but {outcome.left_running}. Run the "
+                       "same command to stop them and resume.", err=True)
+        else:
+            click.echo("dsx sweep: interrupted; the running trial's processes were stopped. Run the same command to "
+                       "resume.", err=True)
         sys.exit(130)
     if not any(r.best for r in outcome.results) and any(not r.skipped for r in outcome.results):
         click.echo("dsx sweep: no trial ran successfully", err=True)

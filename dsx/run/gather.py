@@ -45,6 +45,10 @@ def status_of(prepared: Prepared, ranks: list[RankReport | None], completed) -> 
     log = prepared.run_dir / "launcher.log"
     if completed.timed_out:
         reached = ", ".join(f"rank {i}: {r.phase}" if r else f"rank {i}: not started" for i, r in enumerate(ranks))
+        if completed.left_running:
+            from dsx.processes import left_running_text
+
+            reached += f"; {left_running_text(completed.pgid, completed.left_running)}"
         return "timeout", (f"timed out after {prepared.request.timeout_s:g} s and was killed ({reached}); "
                            f"output in {log}")
     failed = sorted(((r.times.get("failed", float("inf")), i, r) for i, r in enumerate(ranks)

@@ -52,9 +52,12 @@ class SweepLock:
         os.pwrite(self.fd, data, 0)
         os.fsync(self.fd)
 
-    def release(self) -> None:
+    def release(self, keep_trial: bool = False) -> None:
+        """Drop the lock; with `keep_trial` the running trial's group stays recorded (its processes outlived dsx's
+        kill: the next sweep on the file reaps them)."""
         if self.fd is not None:
-            self.write(pgid=None)
+            if not keep_trial:
+                self.write(pgid=None)
             os.close(self.fd)  # closing releases the flock
             self.fd = None
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dsx.processes import NotStopped, left_running_text
 from dsx.results import read_rows
 from dsx.sweep.grid import AUTO, Configuration, SweepSpec
 from dsx.sweep.lock import SweepLock, reap_orphans
@@ -56,6 +57,9 @@ class SweepRun:
     device_seconds: float = 0.0
     """Spent by this invocation's launches."""
     interrupted: bool = False
+    left_running: str | None = None
+    """Interrupted with processes of the running trial that outlived SIGKILL: which (the lock keeps their group, and
+    the next sweep on the results file kills it before it starts)."""
 
 
 def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = None,
@@ -118,6 +122,9 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
                         prepared = prepare(request, trial=trial)
                         lock.write(pgid=None, run_dir=str(prepared.run_dir))
                         row_model = execute(prepared, on_start=lambda pgid: lock.write(pgid, str(prepared.run_dir)))
+                    except NotStopped as exc:  # the lock keeps the group and its folder for the next sweep's reap
+                        outcome.left_running = left_running_text(exc.pgid, exc.left)
+                        raise
                     except KeyboardInterrupt:
                         _forget_interrupted(prepared, results_path, outcome)
                         raise
@@ -179,7 +186,7 @@ def sweep(spec: SweepSpec, on_trial: Callable[[TrialOutcome], None] | None = Non
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:
-        lock.release()
+        lock.release(keep_trial=outcome.left_running is not None)
     return outcome
 
 

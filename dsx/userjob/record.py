@@ -74,7 +74,8 @@ class Recorder:
         except OSError:
             return ""
 
-    def record(self, completed) -> list[str]:
+    def record(self, completed, stopped: str = "every rank was stopped") -> list[str]:
+        """`stopped`: what became of an interrupted job's processes (dsx.processes.stopped_text)."""
         self.sampler.stop()
         interrupted = completed is None
         if interrupted:
@@ -84,7 +85,7 @@ class Recorder:
                                   log_path=str(self.log_path), tail="\n".join(self._log_text().splitlines()[-40:]))
         figures = trainer_figures(self.args, self.plan.cwd, self._log_text(), self.started, self.seq_len)
         row = launch_row(self.record_data, completed, self.sampler.memory(self.record_data.world_size), figures,
-                         interrupted=interrupted)
+                         interrupted=interrupted, stopped=stopped)
         if self.data is not None:
             from dsx.results import DataInfo
 

@@ -68,12 +68,15 @@ def batch_sizes(config: dict, trainer_args: bool, args: list[str]) -> tuple[int 
     return micro, accum
 
 
-def status_of(completed, interrupted: bool) -> tuple[str, str | None]:
-    """(status, one-line error) from how the job ended."""
+def status_of(completed, interrupted: bool, stopped: str = "every rank was stopped") -> tuple[str, str | None]:
+    """(status, one-line error) from how the job ended (`stopped`: what became of an interrupted job's processes)."""
     if interrupted:
-        return "error", "interrupted (Ctrl-C): every rank was stopped"
+        return "error", f"interrupted (Ctrl-C): {stopped}"
     if completed.timed_out:
-        return "timeout", "killed at --timeout"
+        from dsx.processes import left_running_text
+
+        return "timeout", "killed at --timeout" + (
+            f"; {left_running_text(completed.pgid, completed.left_running)}" if completed.left_running else "")
     if completed.returncode == 0:
         return "ok", None
     lines = [line.strip() for line in completed.tail.splitlines() if line.strip()]
@@ -84,10 +87,10 @@ def status_of(completed, interrupted: bool) -> tuple[str, str | None]:
 
 
 def launch_row(record: LaunchRecord, completed, memory, trainer: TrainerFigures | None,
-               interrupted: bool = False) -> RunRow:
+               interrupted: bool = False, stopped: str = "every rank was stopped") -> RunRow:
     from dsx.host import cpu_count, cpu_model, package_versions, process_start_time
 
-    status, error = status_of(completed, interrupted)
+    status, error = status_of(completed, interrupted, stopped)
     wall = completed.ended - completed.started
     started = process_start_time()
     versions = package_versions()
