@@ -32,6 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dsx.report.facts import curve
+
 MARGIN = 4.0
 """Tolerance = MARGIN x the references' spread: the candidate may sum in an order as far from reference A as B's is,
 and rounding differences grow with the steps at a rate that varies by a small factor from one order to another."""
@@ -66,15 +68,6 @@ def parity_of(judgement, check_id: str, role: str, candidate: str | None, refere
 
     return ParityInfo(**judgement.model_dump(), check_id=check_id, role=role, candidate_run_id=candidate,
                       reference_run_ids=references)
-
-
-def curve(row) -> list[float]:
-    """A row's loss at every step, warm-up first (rank 0's; every rank records the step's mean over replicas)."""
-    data = row.model_dump() if hasattr(row, "model_dump") else row
-    ranks = data.get("ranks") or []
-    if not ranks:
-        return []
-    return list(ranks[0].get("warmup_loss") or []) + list(ranks[0].get("loss") or [])
 
 
 def alternate_split(micro: int, accum: int) -> tuple[int, int]:

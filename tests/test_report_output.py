@@ -12,7 +12,7 @@ from conftest import ROOT
 from dsx.cli import cli
 from dsx.report import comm_table, load, to_rich
 from dsx.report.best import readable_command
-from dsx.report.tables import Table
+from dsx.report.table import Table
 from dsx.units import parse_size, size_arg
 
 ROWS = ROOT / "tests/fixtures/rows"

@@ -26,13 +26,6 @@ def _layouts(setup: Setup) -> list:
     return stage_layouts(setup.resolved, setup.pipeline_stages, setup.pipeline_partition)
 
 
-def largest_stage_share(setup: Setup) -> float:
-    """The largest pipeline stage's share of the model's parameters (what its rank steps, checks and clips)."""
-    from dsx.models import count_params
-
-    return max(layout.params for layout in _layouts(setup)) / count_params(setup.resolved)
-
-
 def stage_peaks(setup: Setup, micro_batch: int) -> list[tuple[int, str, dict[str, int], Any]]:
     """(peak allocated, moment, breakdown, layout) of every stage."""
     from dsx.pipeline import in_flight

@@ -464,9 +464,14 @@ def overflow_check_seconds(setup: Setup) -> float:
         return 0.0
     from dsx.models import count_tensors
 
-    share = 1.0
-    if setup.pipeline_stages:
-        from dsx.estimate.pipeline import largest_stage_share  # it imports this module
-
-        share = largest_stage_share(setup)
+    share = largest_stage_share(setup) if setup.pipeline_stages else 1.0
     return OVERFLOW_CHECK_S_PER_TENSOR * count_tensors(setup.resolved) * share / ranks
+
+
+def largest_stage_share(setup: Setup) -> float:
+    """The largest pipeline stage's share of the model's parameters (what its rank steps, checks and clips)."""
+    from dsx.models import count_params
+    from dsx.pipeline import stage_layouts
+
+    layouts = stage_layouts(setup.resolved, setup.pipeline_stages, setup.pipeline_partition)
+    return max(layout.params for layout in layouts) / count_params(setup.resolved)

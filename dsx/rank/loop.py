@@ -6,10 +6,7 @@ them, dsx.rank.pipeline). The clock (time.perf_counter) is read after a device s
 (torch.cuda.synchronize) on both sides of each step; batches are made (and their time recorded as the data wait)
 before the clock starts. Each data-parallel replica trains its own shard of the step's global batch
 (dsx.data.batches), and the loss a rank records is the step's mean over every replica (an all-reduce of one number
-after the clock stops), so every rank records the same loss and it does not depend on the split. engine.step()
-runs under torch.no_grad(): an optimizer step needs no autograd, and DeepSpeed 0.18.9's ZeRO-1/2 step all-gathers
-into views of a flat buffer autograd tracks, which torch 2.13's gloo refuses ("Output 0 of Split is a view and is
-being modified inplace"; a `--python` lane on CPU ranks).
+after the clock stops), so every rank records the same loss and it does not depend on the split (dsx.rank.trainer).
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ from dsx.rank.measure import NvmlSampler, apply_memory_cap, collect_memory, rese
 from dsx.rank.model import build, flop_check
 from dsx.rank.progress import Progress
 from dsx.rank.protocol import RankPlan, parse_injection
+from dsx.rank.trainer import Trainer
 
 
 def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: dict) -> None:
@@ -142,49 +140,6 @@ def run(plan: RankPlan, progress: Progress, rank: int, local_rank: int, state: d
     import deepspeed.comm as dist
 
     leave_process_group(dist, os.environ)
-
-
-class Trainer:
-    """A model under deepspeed.initialize and its optimizer step: grad_accum micro-batches of forward +
-    engine.backward + engine.step."""
-
-    def __init__(self, engine):
-        self.engine = engine
-        engine.train()
-
-    def data_parallel(self) -> tuple[int, int]:
-        """(this rank's replica, replicas): every rank is a data-parallel replica of the whole model."""
-        import deepspeed.comm as dist
-
-        return dist.get_rank(), dist.get_world_size()
-
-    def step_loss(self, losses: list) -> float:
-        """The step's mean loss over every replica's micro-batches: one all-reduce of one number (through
-        torch.distributed, which DeepSpeed's comms logger does not count)."""
-        import torch
-
-        value = torch.stack([x.float() for x in losses]).mean()
-        replicas = self.data_parallel()[1]
-        if replicas > 1:
-            torch.distributed.all_reduce(value)
-            value = value / replicas
-        return float(value.item())
-
-    def step(self, batches: list[dict]) -> list:
-        """One optimizer step; the micro-batches' losses (detached)."""
-        import torch
-
-        losses = []
-        for batch in batches:
-            loss = self.engine(**batch).loss
-            self.engine.backward(loss)
-            with torch.no_grad():  # see the module's docstring
-                self.engine.step()
-            losses.append(loss.detach())
-        return losses
-
-    def finish(self) -> None:
-        """After the timed steps (nothing to do here)."""
 
 
 def initialize(plan: RankPlan, resolved, ds_config: dict, report, device, progress: Progress) -> Trainer:

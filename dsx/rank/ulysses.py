@@ -17,7 +17,7 @@ factor; gradient clipping does not (dsx check caught the 0.5x at ZeRO-3: "differ
 
 from __future__ import annotations
 
-from dsx.rank.loop import Trainer
+from dsx.rank.trainer import Trainer
 
 
 def register(size: int, resolved, micro_batch: int, attn: str):

@@ -32,8 +32,9 @@ from dsx.report.load import Loaded, ReportError, load, read_from_line
 from dsx.report.long_context import attention_text, long_context_table
 from dsx.report.pipeline import PIPELINE_COLUMNS, pipeline_table
 from dsx.report.render import HEADER_WIDTH, RICH_DROP_ORDER, markdown_report, to_markdown, to_rich
+from dsx.report.table import Table
 from dsx.report.tables import (
-    RUN_COLUMNS, Table, configurations_table, effects_table, fmt_seconds, memory_legend, plot_rows, runs_table,
+    RUN_COLUMNS, configurations_table, effects_table, fmt_seconds, memory_legend, plot_rows, runs_table,
     sweeps_table,
 )
 from dsx.report.vs_estimate import deepspeed_estimator_gpu_bytes, vs_estimate_table

@@ -4,7 +4,7 @@ dsx.comm), next to dsx.comm.predict's figure and the ZeRO paper's, and a 1-bit r
 from __future__ import annotations
 
 from dsx.report.facts import gpu_label, label, model_text
-from dsx.report.tables import Table
+from dsx.report.table import Table
 from dsx.units import format_bytes
 
 COMM_COLUMNS = ["GPU", "model", "configuration", "mb", "nodes", "DeepSpeed", "bytes/step", "max rank", "B/param",

@@ -357,3 +357,11 @@ def boundaries(rows: list[dict]) -> dict[tuple, Boundary]:
         out[key] = Boundary(max(ok) if ok else None, min(oom) if oom else None, searched)
     return out
 
+
+def curve(row) -> list[float]:
+    """A row's loss at every step, warm-up first (rank 0's; every rank records the step's mean over replicas)."""
+    data = row.model_dump() if hasattr(row, "model_dump") else row
+    ranks = data.get("ranks") or []
+    if not ranks:
+        return []
+    return list(ranks[0].get("warmup_loss") or []) + list(ranks[0].get("loss") or [])

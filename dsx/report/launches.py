@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dsx.report.facts import gpu_label, launch_label, short_error
-from dsx.report.tables import Table
+from dsx.report.table import Table
 from dsx.units import fmt_gib, fmt_num
 
 

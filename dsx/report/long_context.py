@@ -8,7 +8,8 @@ import json
 
 from dsx.config_facts import ulysses_group
 from dsx.report.facts import gpu_label, memory, model_text, offload_text, tokens_per_s, zero_stage
-from dsx.report.tables import Table, _ratio, memory_legend
+from dsx.report.table import Table
+from dsx.report.tables import _ratio, memory_legend
 from dsx.units import fmt_gib, fmt_num, fmt_pct, fmt_ratio
 
 

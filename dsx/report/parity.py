@@ -4,9 +4,8 @@ from plain data parallel against the tolerance, and the verdict."""
 
 from __future__ import annotations
 
-from dsx.parity import curve
-from dsx.report.facts import gpu_label, label, model_text
-from dsx.report.tables import Table
+from dsx.report.facts import curve, gpu_label, label, model_text
+from dsx.report.table import Table
 
 PARITY_COLUMNS = ["check", "candidate", "model", "GPU", "data", "steps", "loss first→last", "max |Δloss|", "at step",
                   "ref. spread", "tolerance", "verdict"]

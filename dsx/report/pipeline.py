@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dsx.report.facts import gpu_label, label, memory_field, model_text, tokens_per_s
-from dsx.report.tables import Table
+from dsx.report.table import Table
 from dsx.units import fmt_gib, fmt_num, fmt_params, fmt_pct, fmt_tflops
 
 PIPELINE_COLUMNS = ["configuration", "model", "GPU", "stages×DP", "micro-batch", "μ-batches/step", "bubble",

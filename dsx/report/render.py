@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from dsx.report.load import Loaded, read_from_line
-from dsx.report.tables import Table
+from dsx.report.table import Table
 
 
 def _md_cell(text: str) -> str:

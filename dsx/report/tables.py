@@ -8,7 +8,6 @@ TFLOP/s per GPU and MFU. dsx.report.render turns a Table into rich or markdown.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from dsx.report.best import best_ok
 from dsx.report.facts import (
@@ -16,19 +15,8 @@ from dsx.report.facts import (
     label, memory, memory_per_example, model_text, offload_text, search_key, short_error, spread, tokens_per_s,
     zero_stage,
 )
+from dsx.report.table import Table
 from dsx.units import fmt_gib, fmt_mib, fmt_num, fmt_params, fmt_pct, fmt_ratio, fmt_spread, fmt_tflops
-
-
-@dataclass
-class Table:
-    """Formatted table data, independent of how it is rendered.
-
-    `rows` holds lists of cells (strings, one per column) and group header lines (a plain string)."""
-
-    title: str
-    columns: list[str]
-    rows: list[list[str] | str] = field(default_factory=list)
-    legend: list[str] = field(default_factory=list)
 
 
 def fmt_seconds(total: float, missing: int, rows: list[dict]) -> str:

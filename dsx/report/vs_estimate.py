@@ -7,7 +7,7 @@ that does not ask for a comparison never pays for it.
 from __future__ import annotations
 
 from dsx.report.facts import label, model_text, speed_not_steady, tokens_per_s
-from dsx.report.tables import Table
+from dsx.report.table import Table
 from dsx.units import MIB, fmt_gib, fmt_num, fmt_pct
 
 SPEED_OFF = 0.15
