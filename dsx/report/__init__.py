@@ -5,8 +5,9 @@ Everything here is a pure function from row dicts (as `dsx.results.read_rows` re
 torch, deepspeed or matplotlib (or dsx.run and the launcher), so a report starts in well under a second.
 
     load         reading result files: Loaded rows, the "read from" line, ReportError
-    facts        what a row means (label, configuration, memory, speed) and the selectors that pick rows
-    tables       Table and the runs / per-configuration / sweeps / parameter-effects tables, the plots' rows
+    facts        what a row means (label, configuration, memory, speed, loss curve) and the selectors that pick rows
+    table        Table: the one shape every table below is built as
+    tables       the runs / per-configuration / sweeps / parameter-effects tables, the plots' rows
     render       a Table as rich or markdown, and report.md
     best         the fastest ok row, its config linted, and the command that reproduces it (--best)
     vs_estimate  dsx estimate's prediction next to the measured rows (--vs-estimate; imports dsx.estimate lazily)
