@@ -291,6 +291,10 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
         argv += ["--num_gpus", str(world_size), "--num_nodes", "1"]
         if device == "cuda":
             notes.append(f"GPUs 0..{world_size - 1}, one rank each, NCCL" if world_size > 1 else "GPU 0, one rank")
+    if device == "cuda" and world_size > 1 and (nccl := sorted(k for k in env if k.startswith("NCCL_"))):
+        from dsx.results import NCCL_ENV_NOTE
+
+        notes.append(NCCL_ENV_NOTE + ", ".join(f"{k}={env[k]}" for k in nccl))
     argv += ["--master_addr", master_addr, "--master_port", str(master_port)]
     if user_command is not None:
         rank_command, runner_flags = user_rank_command(user_command)

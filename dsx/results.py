@@ -30,6 +30,14 @@ from dsx.units import MIB
 SCHEMA_VERSION = 1
 """Bump when a field changes meaning or is removed; adding an optional field does not need a bump."""
 
+NCCL_ENV_NOTE = "NCCL settings from the environment: "
+"""How a multi-GPU row's notes start the NCCL_* variables its ranks ran with (dsx.launcher), e.g. the ones that make
+them talk over sockets instead of NVLink: they change the collectives' speed, which the estimate prices for the GPUs'
+own links (dsx.report.facts.nccl_link_changed)."""
+
+NCCL_LINK_VARIABLES = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NET": None, "NCCL_P2P_LEVEL": None}
+"""The NCCL variables (and the values, None: any) that move a host's collectives off its GPUs' own links."""
+
 MAX_RESULTS_BYTES = 256 * MIB
 """About 60,000 rows of a few KiB: more is read whole into memory by every report, so it is refused instead."""
 

@@ -9,7 +9,8 @@
 # overflow check, `nocheck`: no overflow check (measurements of what they cost, not configurations a sweep would pick),
 # `dsadam`: DeepSpeed's FusedAdam (dsx's default on a GPU, the calibration's) instead of torch's fused AdamW, `compile`:
 # --compile (engine.compile(); an eager entry beside it is its baseline), `nodrop`: GPT-2's dropout probabilities set to
-# 0, `gpusN`: N GPUs of the host (data parallel) instead of 1; tags combine with '+' (gpt2-xl:1:8:1:compile+nodrop).
+# 0, `gpusN`: N GPUs of the host (data parallel) instead of 1, `socket`: the ranks talk over TCP on the loopback
+# (the prelude's nccl_socket), not NVLink; tags combine with '+' (gpt2-xl:1:8:1:compile+nodrop).
 # Rows in $OUT/ladder.jsonl.
 set -uo pipefail
 out=${1:?usage: bench/estimator/ladder.sh OUT}
@@ -25,6 +26,7 @@ for entry in $runs; do
   IFS=: read -r model zero mb ga tag <<<"$entry"
   extra=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
   gpus=1
+  envs=()
   IFS=+ read -ra tags <<<"${tag:-}"
   for tag in "${tags[@]}"; do
     case $tag in
@@ -34,11 +36,12 @@ for entry in $runs; do
       compile) extra+=(--compile) ;;
       nodrop) extra+=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0) ;;
       gpus[1-9]) gpus=${tag#gpus} ;;
+      socket) envs=("${nccl_socket[@]}") ;;
       *) echo "bench/estimator/ladder.sh: unknown tag '$tag' in '$entry' (noclip, nocheck, dsadam, compile," \
-              "nodrop, gpusN)" >&2; exit 2 ;;
+              "nodrop, gpusN, socket)" >&2; exit 2 ;;
     esac
   done
-  run_by "${RUN_S:-80}" python3 -m dsx run --model "$model" --vocab-pad 64 --gpus "$gpus" --zero "$zero" \
+  run_by "${RUN_S:-80}" env "${envs[@]}" python3 -m dsx run --model "$model" --vocab-pad 64 --gpus "$gpus" --zero "$zero" \
     --micro-batch "$mb" --grad-accum "$ga" --steps "${STEPS:-10}" --warmup 3 --results "$res" "${extra[@]}" \
     </dev/null || true
 done

@@ -33,6 +33,8 @@
 #   adam                     torch's fused AdamW in place of DeepSpeed's FusedAdam (no JIT build)
 #   lean                     bench/mfu's tuned semantics for GPT-2 shapes, less compile: vocabulary 50304, sequence
 #                            1024, TF32, dropout 0, adam, no clipping, no bf16 overflow check
+#   nccl_socket              NCCL variables (for `env`) that make the ranks of one host talk over TCP sockets on the
+#                            loopback interface instead of NVLink or shared memory: a slow link, as between nodes
 _wh=${1:-.whl}
 _wheels=$(cd "$_wh" 2>/dev/null && ls -1 -- *.whl 2>/dev/null | sort)
 if [ -n "${PRELUDE_NO_INSTALL:-}" ]; then
@@ -55,6 +57,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 
 adam=(--ds-set optimizer.params.torch_adam=true --ds-set optimizer.params.fused=true)
+nccl_socket=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo)
 lean=(--vocab-pad 64 --seq-len 1024 --tf32 --set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0 "${adam[@]}"
       --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)
 

@@ -365,3 +365,17 @@ def curve(row) -> list[float]:
     if not ranks:
         return []
     return list(ranks[0].get("warmup_loss") or []) + list(ranks[0].get("loss") or [])
+
+
+def nccl_link_changed(row: dict) -> str | None:
+    """The NCCL variables of a multi-GPU row that moved its collectives off the GPUs' own links (sockets, no P2P or
+    shared memory), as one string; None when it ran on them (dsx.results.NCCL_ENV_NOTE)."""
+    from dsx.results import NCCL_ENV_NOTE, NCCL_LINK_VARIABLES
+
+    for note in row.get("notes") or []:
+        if isinstance(note, str) and note.startswith(NCCL_ENV_NOTE):
+            pairs = [p.split("=", 1) for p in note[len(NCCL_ENV_NOTE):].split(", ") if "=" in p]
+            changed = [f"{k}={v}" for k, v in pairs
+                       if k in NCCL_LINK_VARIABLES and NCCL_LINK_VARIABLES[k] in (None, v)]
+            return ", ".join(changed) or None
+    return None

@@ -6,7 +6,7 @@ that does not ask for a comparison never pays for it.
 
 from __future__ import annotations
 
-from dsx.report.facts import label, model_text, speed_not_steady, tokens_per_s
+from dsx.report.facts import label, model_text, nccl_link_changed, speed_not_steady, tokens_per_s
 from dsx.report.table import Table
 from dsx.units import MIB, fmt_gib, fmt_num, fmt_pct
 
@@ -77,10 +77,13 @@ def vs_estimate_table(rows: list[dict]) -> Table:
 
 def speed_error(row: dict, predicted: float) -> float | str | None:
     """(predicted - measured) / measured tokens/s of an ok row; the reason its speed is not judged (a string) when
-    its timed steps are not steady (dsx.report.facts.speed_not_steady); None when it measured no speed."""
+    its timed steps are not steady (dsx.report.facts.speed_not_steady) or NCCL's variables moved its collectives off
+    the GPUs' own links, which the estimate prices (nccl_link_changed); None when it measured no speed."""
     measured = tokens_per_s(row) if row["status"] == "ok" else None
     if not measured:
         return None
+    if link := nccl_link_changed(row):
+        return f"collectives off the GPUs' links ({link})"
     return speed_not_steady(row) or (predicted - measured) / measured
 
 
