@@ -66,9 +66,26 @@ class GpuKind:
     compile_speedup: float = 0.0
     """Achieved FLOP/s of the compiled model over the eager one on this kind, from its own same-command pairs
     (H200_COMPILE_PAIRS); 0: COMPILE_SPEEDUP, the H100's one pair."""
+    link_busbw: float = 0.0
+    """NCCL's bus bandwidth between two GPUs of the host, bytes/s (nccl-tests' busbw of a bf16 all-reduce of
+    LINK_PROBE_MIB; bench/estimator/link_probe.py): what ZeRO-0/1/2's collectives run at (dsx.estimate.predict.
+    collective_seconds). 0: not measured, the collectives unpriced."""
     allocator_headroom_bytes: int = 0
     """Free memory an allocation still failed with near the boundary (the caching allocator cannot place a large
     block in fragmented space): the largest shortfall among HEADROOM_FILE's out-of-memory trials predicted to fit."""
+
+
+LINK_FILES = ("bench/estimator/link/link1/link.jsonl", "bench/estimator/link/link2/link.jsonl")
+"""bench/estimator/link.sh's probes, two commands on 2 x H200 (2026-11-30): NCCL over NVLink ('nvlink') and over TCP
+sockets on the loopback ('socket', a slow link as between nodes)."""
+LINK_PROBE_MIB = 256
+"""The all-reduce size whose bus bandwidth a GPU kind's link_busbw is: DeepSpeed's ZeRO-1/2 gradient bucket holds
+min(5e8 elements, the model) (dsx.buckets), 237 MiB for GPT-2 124M in bf16, 954 MiB for larger models; NVLink ran
+205-333 GB/s from 16 MiB to 1 GiB."""
+NVLINK_BUSBW = 3.00e11
+"""The median of LINK_FILES' 'nvlink' all-reduces of LINK_PROBE_MIB (298.8 and 301.3 GB/s; calibrate.py:
+calibrate_link): two H200s over NVLink 4 (NV18). The H100 kind uses it too (the same 18 NVLink 4 links on an SXM
+board; not measured on H100s)."""
 
 
 # --- NVIDIA H100 80GB HBM3 (SXM5, 16 host cores) --------------------------------------------------------------
@@ -127,6 +144,7 @@ H100 = GpuKind(
            f"{HEADROOM_FILE} (calibrate_headroom); the width curve from WIDTH_RUN_IDS of {', '.join(WIDTH_FILES)} "
            f"(calibrate_width, 2026-11-27)",
     allocator_headroom_bytes=2_684_354_560,  # 2.5 GiB, 10 x HEADROOM_STEP
+    link_busbw=NVLINK_BUSBW,
     achieved_hidden=1600, width_half_hidden=2977, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
 )
 """The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
@@ -287,7 +305,7 @@ parameter) and llama-1b at ZeRO-3 (outside the term)."""
 AUTOCAST_RUN_IDS = frozenset(run_id for _, *ids in AUTOCAST_PAIRS for run_id in ids)
 """Every row of AUTOCAST_PAIRS (calibration_role: 'autocast calibration')."""
 
-AUTOCAST_S_PER_PARAM = 2.59e-11
+AUTOCAST_S_PER_PARAM = 2.43e-11
 """Seconds bf16-autocast adds to a ZeRO-1/2 step per parameter and micro-batch: the median over AUTOCAST_PAIRS of the
 measured step difference less the estimate's (the overflow check autocast drops), over parameters x micro-batches
 (bench/estimator/calibrate.py: calibrate_autocast; the pairs gave 17.1 to 42.8 ps)."""

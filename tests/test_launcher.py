@@ -186,6 +186,16 @@ def test_the_child_env_gets_the_clean_arch_list_on_gpu_and_is_left_alone_on_cpu(
     assert cpu.env["TORCH_CUDA_ARCH_LIST"] == "9.0a" and "TORCH_CUDA_ARCH_LIST" not in cpu.env_changes
 
 
+def test_a_multi_gpu_launch_notes_the_nccl_variables_its_ranks_run_with():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    p = build_launch(plan_json="{}", world_size=2, device="cuda", master_port=29500, cwd="/tmp",
+                     base_env={**env, "NCCL_P2P_DISABLE": "1", "NCCL_NET": "Socket"})
+    assert "NCCL settings from the environment: NCCL_NET=Socket, NCCL_P2P_DISABLE=1" in p.notes
+    one = build_launch(plan_json="{}", world_size=1, device="cuda", master_port=29500, cwd="/tmp",
+                       base_env={**env, "NCCL_P2P_DISABLE": "1"})
+    assert not any(note.startswith("NCCL settings") for note in one.notes)  # one rank: no collective to change
+
+
 # ---------------------------------------------------------------------------------------------- run_plan
 
 

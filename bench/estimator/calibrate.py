@@ -28,7 +28,8 @@ from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_F
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, HOST_SPEED_RUNS,
-                             BF16_OPTIMIZER_PAIR, BF16_OPTIMIZER_S_PER_TENSOR, GpuKind)
+                             BF16_OPTIMIZER_PAIR, BF16_OPTIMIZER_S_PER_TENSOR, LINK_FILES, LINK_PROBE_MIB,
+                             NVLINK_BUSBW, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, bf16_optimizer_seconds, overflow_check_seconds,
                                   sent_bytes,
@@ -312,6 +313,20 @@ def calibrate_bf16_optimizer(root: Path = ROOT) -> float:
     return float(f"{extra / (count_tensors(more.resolved) * (more.grad_accum - fewer.grad_accum)):.3g}")
 
 
+def probe_busbw(path: Path, label: str, size_mib: int = LINK_PROBE_MIB) -> float:
+    """The bus bandwidth (bytes/s) of `label`'s bf16 all-reduce of `size_mib` in a link_probe.py file."""
+    values = [row["busbw_gbps"] * 1e9 for row in map(json.loads, path.read_text().splitlines())
+              if row["label"] == label and row["op"] == "all_reduce" and row["size_mib"] == size_mib]
+    if not values:
+        raise SystemExit(f"{path}: no '{label}' all-reduce of {size_mib} MiB")
+    return statistics.median(values)
+
+
+def calibrate_link(root: Path = ROOT) -> float:
+    """NVLINK_BUSBW: the median over LINK_FILES of their 'nvlink' all-reduce of LINK_PROBE_MIB, to 3 digits."""
+    return float(f"{statistics.median(probe_busbw(root / path, 'nvlink') for path in LINK_FILES):.3g}")
+
+
 def calibrate_compile_pairs(root: Path = ROOT) -> float:
     """GpuKind.compile_speedup of the H200 from H200_COMPILE_PAIRS (one configuration eager and compiled, in one
     command): per pair, the estimate's eager compute term C over C less the measured step difference, the factor at
@@ -450,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
           f"GPUS['h200-141gb'].compile_speedup = {h200_compile!r}"
           + ("" if h200_compile == GPUS["h200-141gb"].compile_speedup
              else f"  # dsx ships {GPUS['h200-141gb'].compile_speedup!r}"))
+    link = calibrate_link()
+    print(f"# NVLink's bus bandwidth, from {', '.join(LINK_FILES)}: NVLINK_BUSBW = {link!r}"
+          + ("" if link == NVLINK_BUSBW else f"  # dsx ships {NVLINK_BUSBW!r}"))
     host = calibrate_host_speed()
     print(f"# the host's Python speed, from {', '.join(path for path, _, _ in HOST_SPEED_RUNS)}: "
           f"GPUS['h200-141gb'].host_loop_ns = {host!r}"
@@ -458,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
         or autocast != AUTOCAST_S_PER_PARAM or h200_compile != GPUS["h200-141gb"].compile_speedup \
-        or bf16_optimizer != BF16_OPTIMIZER_S_PER_TENSOR else 0
+        or bf16_optimizer != BF16_OPTIMIZER_S_PER_TENSOR or link != NVLINK_BUSBW else 0
 
 
 if __name__ == "__main__":

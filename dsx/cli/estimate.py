@@ -56,11 +56,16 @@ def nvme_path_of(config: dict) -> str | None:
               help="The host's Python speed in ns a loop iteration (what dsx run records in a row's "
                    "host_cpu.python_loop_ns; 'here': measure this machine): ZeRO-3's hooks scale with it. Default: "
                    "the GPU kind's calibration host.")
+@click.option("--link-bandwidth", type=click.FloatRange(min=0, min_open=True, max=1e5), metavar="GB/S",
+              help="NCCL's bus bandwidth between the ranks in GB/s (nccl-tests' all_reduce_perf 'busbw'; across "
+                   "nodes, your network's): what ZeRO-0/1/2's collectives take. Default: the GPU kind's NVLink, "
+                   "measured between two GPUs of one host.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
             gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, sequence_parallel,
             act_ckpt_offload, tiled_mlp, kernels, fp8, host_memory, nvme_free,
-            largest, longest, min_tflops, sparse_attention, sparse_sets, host_speed, as_json, **config_options):
+            largest, longest, min_tflops, sparse_attention, sparse_sets, host_speed, link_bandwidth, as_json,
+            **config_options):
     """Predict peak GPU memory, host memory, whether it fits, the largest micro-batch and tokens/s.
 
     Needs no GPU: the model is built on the meta device and its activations are what its own forward saves.
@@ -90,6 +95,10 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
     act_ckpt = act_ckpt == "on"  # the word (off|on) as the bool Setup and RunRequest take
     if min_tflops is not None and not largest:
         raise click.UsageError("--min-tflops goes with --largest")
+    if link_bandwidth and (largest or longest):
+        raise click.UsageError(f"--link-bandwidth goes with one configuration's estimate, not "
+                               f"{'--largest' if largest else '--longest'} (which plans one host's GPUs over their "
+                               "own links)")
     assumed = assume(pick_gpu_kind(gpu_kind, gpu_kind_old, "--gpu"), host_memory)
     gpu_kind = assumed.gpu_kind
     if longest:
@@ -175,7 +184,8 @@ def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gp
                   loss_tile_tokens=loss_tile, sequence_parallel=sequence, act_ckpt_offload=act_ckpt_offload,
                   tiled_mlp=tiled_mlp, host_memory=assumed.host_memory, liger=bool(plan and plan.liger),
                   fp8=plan.fp8 if plan else None, sparse_kept_tiles=sparse_tiles,
-                  nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)), host_loop_ns=_host_speed(host_speed))
+                  nvme_free=nvme_capacity(nvme_free, nvme_path_of(config)), host_loop_ns=_host_speed(host_speed),
+                  link_busbw=link_bandwidth * 1e9 if link_bandwidth else None)
     try:
         result = estimate(setup)
     except EstimateError as exc:

@@ -204,7 +204,31 @@ def step_time(setup: Setup, micro_batch: int) -> float:
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size
     return (seconds + zero3_hook_seconds(setup) + zero3_fetch_seconds(setup) + ulysses_seconds(setup)
             + act_offload_seconds(setup) + comm_logger_seconds(setup) + autocast_seconds(setup)
-            + bf16_optimizer_seconds(setup))
+            + bf16_optimizer_seconds(setup) + collective_seconds(setup))
+
+
+def link_busbw(setup: Setup) -> float:
+    """The bus bandwidth the ranks' collectives run at (bytes/s): --link-bandwidth, else the GPU kind's NVLink."""
+    return setup.link_busbw or setup.gpu.link_busbw
+
+
+def collective_seconds(setup: Setup) -> float:
+    """What ZeRO-0/1/2's collectives add to a step: the bytes a rank sends (sent_bytes, the ZeRO paper's volume) x
+    (n-1)/n over the link's bus bandwidth, which is a ring all-reduce's or all-gather's time on n ranks in nccl-tests'
+    terms. DeepSpeed runs them on the compute stream at these stages (overlap_comm is off unless a config turns it
+    on), so none is hidden: over sockets on 2 H200s gpt2-xl's ZeRO-1 and ZeRO-2 steps grew by 1.30 and 1.18 s where
+    this prices 1.26 (bench/estimator/terms.md, "The collectives' time"). 0 on one rank, at ZeRO-3 (its fetches
+    overlap the compute: ZERO3_FETCH_S prices their waits), with pipeline stages or Ulysses, and for a 1-bit
+    optimizer (its compressed phase: not priced)."""
+    ranks = data_parallel(setup)
+    if (ranks < 2 or setup.pipeline_stages or setup.sequence_parallel or zero_layout(setup.ds_config)[0] == 3
+            or not link_busbw(setup)):
+        return 0.0
+    from dsx.onebit import kind_of
+
+    if kind_of(setup.ds_config):
+        return 0.0
+    return sent_bytes(setup) * (ranks - 1) / ranks / link_busbw(setup)
 
 
 def bf16_optimizer_seconds(setup: Setup) -> float:
@@ -331,8 +355,22 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
         notes.append(f"ZeRO-3 across GPUs: {zero3_fetches_per_step(setup):,.0f} parameter fetches a step at "
                      f"{ZERO3_FETCH_S * 1e3:.3g} ms each ({zero3_fetch_seconds(setup):.2f} s, dsx.calibration."
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
+        if setup.link_busbw:
+            notes.append("--link-bandwidth is not applied at ZeRO-3: its gathers and reductions overlap the compute, "
+                         "in part (over sockets on 2 H200s gpt2-xl's ZeRO-3 step grew 0.54 s for 7.15 GiB a rank sent, "
+                         "half of what their bandwidth would take in full): the speed is an upper bound")
+    elif collectives := collective_seconds(setup):
+        zero = setup.ds_config.get("zero_optimization") or {}
+        overlap = (" (the config turns overlap_comm on: not measured, priced as if nothing overlapped)"
+                   if zero.get("overlap_comm") is True else "")
+        source = (f"--link-bandwidth {setup.link_busbw / 1e9:g} GB/s" if setup.link_busbw else
+                  f"the {setup.gpu.key}'s NVLink, {setup.gpu.link_busbw / 1e9:.0f} GB/s, measured between two GPUs of "
+                  "one host (between nodes: --link-bandwidth)")
+        notes.append(f"ZeRO-{stage}'s collectives: {collectives * 1e3:,.1f} ms a step ({sent_bytes(setup) / 2**30:,.2f} "
+                     f"GiB a rank sends, at {source}); DeepSpeed runs them on the compute stream, none hidden"
+                     + overlap)
     elif setup.world_size > 1 and not setup.sequence_parallel:
-        notes.append("communication between GPUs is not modelled: the speed is an upper bound")
+        notes.append("communication between GPUs is not modelled here: the speed is an upper bound")
     if (hooks := zero3_hook_seconds(setup)) and setup.gpu.host_loop_ns:
         on_host = (f"a host of {setup.host_loop_ns:.1f} ns a Python loop iteration" if setup.host_loop_ns else
                    f"a host of {setup.gpu.host_loop_ns:.3g} ns a Python loop iteration, the calibration's "

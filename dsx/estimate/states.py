@@ -62,6 +62,9 @@ class Setup:
     sparse_kept_tiles: int | None = None
     """--sparse-attention: the 128-token tiles a head's layout keeps (dsx.sparse.planning.kept_tiles_per_head);
     None: dense attention."""
+    link_busbw: float | None = None
+    """--link-bandwidth: NCCL's bus bandwidth between the ranks in bytes/s (between nodes: the network's); None: the
+    GPU kind's NVLink (GpuKind.link_busbw)."""
     comm_log: bool = False
     """DeepSpeed's comms logger on in the timed steps (dsx.comm.logger.logger_in_timed_steps: a 1-bit run's, or one
     with fewer than two warm-up steps; dsx run counts the warm-up steps otherwise): it synchronises the device after
