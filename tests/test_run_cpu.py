@@ -15,6 +15,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -345,3 +346,31 @@ def test_config_flags_with_a_config_file_an_unknown_model_and_a_bad_injection_ar
     assert "unknown model 'gpt3-tiny'" in refused(tmp_path, model="gpt3-tiny")
     assert "--attn flash is unavailable here" in refused(tmp_path, attn="flash")
     assert "unknown injected failure" in refused(tmp_path, inject_failure="explode")
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_a_sigterm_stops_dsx_run_and_every_rank_it_started(tmp_path):
+    """A scheduler's or `timeout`'s SIGTERM must not leave the ranks training on the machine once dsx is gone."""
+    import psutil
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DSX_DEBUG")}
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
+    proc = subprocess.Popen([sys.executable, "-m", "dsx", "run", "--model", "gpt2-tiny", "--zero", "1", "--steps",
+                             "1000", "--results", str(tmp_path / "r.jsonl")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def ranks() -> list[psutil.Process]:
+        return [p for p in psutil.Process(proc.pid).children(recursive=True)
+                if "train_rank" in " ".join(p.cmdline())]
+
+    deadline = time.time() + 240
+    while not ranks() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    assert ranks(), "no rank started"
+    started = ranks() + psutil.Process(proc.pid).children()  # the ranks and DeepSpeed's runner
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "dsx run: interrupted; every rank was stopped" in stderr and "Traceback" not in stderr
+    assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

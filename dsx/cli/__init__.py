@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 import click
@@ -60,8 +61,15 @@ def cli():
     """dsx: pick, validate, run and measure DeepSpeed configs for Hugging Face models."""
 
 
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
-    """Entry point: user mistakes become one clear line and a non-zero exit, never a traceback."""
+    """Entry point: user mistakes become one clear line and a non-zero exit, never a traceback. SIGTERM (a
+    scheduler's, `timeout`'s, `kill`'s) stops any command as Ctrl-C does: a run's, sweep's or launch's ranks are
+    killed with it, not left running on the GPUs."""
+    signal.signal(signal.SIGTERM, _stop)
     try:
         return cli.main(args=argv, prog_name="dsx", standalone_mode=True)
     except KeyboardInterrupt:

@@ -270,13 +270,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
             raise click.UsageError(str(exc)) from None
         _print_plan(spec, configurations, refused)
         return
-    import signal
-
-    def stop(signum, frame):  # a scheduler's or `timeout`'s SIGTERM stops the sweep like Ctrl-C does
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
+    try:  # Ctrl-C or SIGTERM (dsx.cli.main) stops the running trial and the sweep
         outcome = _run_with_progress(spec, len(configurations))
     except SweepError as exc:
         raise click.UsageError(str(exc)) from None
