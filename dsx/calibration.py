@@ -88,6 +88,20 @@ calibrate_link): two H200s over NVLink 4 (NV18). The H100 kind uses it too (the 
 board; not measured on H100s)."""
 
 
+ZERO3_LINK_PAIRS = (  # (folder of bench/estimator/link.sh's output, over sockets, over NVLink): one command each
+    ("bench/estimator/link/link2", "c4e3a9c91b8a4726a745793f338ecb2a", "d0199849c341437aa5bdec46b868cd5a"),  # gpt2-xl 8 x 1
+    ("bench/estimator/link/link3", "ba16e136c1674b41b5ad9a94c97c742d", "caa8ce1c755645349d8954cecefe74c9"),  # GPT-2 8 x 1
+    ("bench/estimator/link/link3", "3ff30f3956d244f39abf965cb8648e73", "674379e3502e455d993d7545f5a7c4df"),  # llama-1b 4 x 1
+)
+"""ZeRO-3 on 2 x H200 over TCP sockets and over NVLink, one configuration in one command each (2026-11-30)."""
+ZERO3_LINK_RUN_IDS = frozenset(run_id for _, *ids in ZERO3_LINK_PAIRS for run_id in ids)
+ZERO3_LINK_EXPOSED = 0.704
+"""The share of ZeRO-3's extra transfer time over a link slower than NVLink that its step pays: the rest overlaps
+the compute (prefetched gathers, overlapped reductions). Per pair, the step's growth over the bytes' extra time at
+the two probes' bus bandwidths; the median of ZERO3_LINK_PAIRS' 0.547 (gpt2-xl), 1.014 (GPT-2 124M) and 0.704
+(llama-1b) (calibrate.py: calibrate_zero3_link)."""
+
+
 # --- NVIDIA H100 80GB HBM3 (SXM5, 16 host cores) --------------------------------------------------------------
 # Measured 2026-11-23 with torch 2.11.0+cu130, DeepSpeed 0.19.8, transformers 5.17.0, Python 3.12.3, dsx 0.1.0
 # (every row records its own versions). Calibrated the same day.
@@ -215,7 +229,8 @@ def calibration_role(row: dict) -> str:
     ULYSSES_BYTES_PER_S), 'act offload calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host
     speed calibration' (a HOST_SPEED_RUNS row: it set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row:
     it set AUTOCAST_S_PER_PARAM), 'bf16 optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set
-    BF16_OPTIMIZER_S_PER_TENSOR) or 'judged'."""
+    BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration' (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or
+    'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
@@ -234,6 +249,8 @@ def calibration_role(row: dict) -> str:
         return "autocast calibration"
     if row.get("run_id") in BF16_OPTIMIZER_RUN_IDS:
         return "bf16 optimizer calibration"
+    if row.get("run_id") in ZERO3_LINK_RUN_IDS:
+        return "zero3 link calibration"
     if (row.get("toggles") or {}).get("act_ckpt_offload") and row.get("time", "") < FIRST_OFFLOAD_BEFORE:
         return "first offload"
     if row.get("run_id") in H200_CALIBRATION_RUN_IDS:

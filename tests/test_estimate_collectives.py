@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import ROOT, load_bench_script
-from dsx.calibration import NVLINK_BUSBW
+from dsx.calibration import NVLINK_BUSBW, ZERO3_LINK_EXPOSED
 from dsx.cli import cli
 from dsx.estimate import Setup, estimate
 from dsx.estimate.predict import collective_seconds, sent_bytes, step_time
@@ -38,11 +38,11 @@ def test_zero_0_1_2_collectives_take_the_bytes_a_rank_sends_over_the_links_bus_b
 
 @pytest.mark.parametrize("setup", [
     _gpt2(1, 1),  # one rank sends nothing
-    _gpt2(3, 2),  # ZeRO-3's gathers overlap the compute; ZERO3_FETCH_S prices their waits
+    _gpt2(3, 2),  # ZeRO-3 over NVLink: its gathers overlap the compute, ZERO3_FETCH_S prices their waits
     _gpt2(1, 4, pipeline_stages=2),  # not measured with stages
     _gpt2(1, 2, ds_config={"zero_optimization": {"stage": 0}, "fp16": {"enabled": True},
                            "optimizer": {"type": "OneBitAdam", "params": {"lr": 1e-4, "freeze_step": 10}}}),
-], ids=["one rank", "ZeRO-3", "pipeline", "1-bit"])
+], ids=["one rank", "ZeRO-3 over NVLink", "pipeline", "1-bit"])
 def test_the_collectives_are_not_priced_where_they_were_not_measured(setup):
     assert collective_seconds(setup) == 0
 
@@ -63,11 +63,24 @@ def test_the_estimate_says_what_the_collectives_take_and_at_which_bandwidth():
             "runs them on the compute stream, none hidden") in notes
 
 
-def test_at_zero3_the_estimate_says_it_does_not_apply_the_links_bandwidth():
-    notes = estimate(_gpt2(3, 2, link_busbw=3.8e9), search_max=False).notes
-    assert ("--link-bandwidth is not applied at ZeRO-3: its gathers and reductions overlap the compute, in part (over "
-            "sockets on 2 H200s gpt2-xl's ZeRO-3 step grew 0.54 s for 7.15 GiB a rank sent, half of what their "
-            "bandwidth would take in full): the speed is an upper bound") in notes
+def test_zero3_over_a_link_slower_than_nvlink_pays_the_calibrated_share_of_its_bytes_extra_time():
+    """Its fetches overlap the compute, and ZERO3_FETCH_S prices their waits over NVLink: only the extra counts."""
+    setup = _gpt2(3, 2, link_busbw=3.8e9)
+    wire = sent_bytes(setup) / 2
+    assert collective_seconds(setup) == pytest.approx(ZERO3_LINK_EXPOSED * wire * (1 / 3.8e9 - 1 / NVLINK_BUSBW))
+    assert collective_seconds(_gpt2(3, 2, link_busbw=2 * NVLINK_BUSBW)) == 0  # a faster link saves nothing priced
+    notes = estimate(setup, search_max=False).notes
+    assert ("ZeRO-3 over --link-bandwidth 3.8 GB/s: 45.5 ms a step, 70.4% of its 0.46 GiB's extra time over NVLink "
+            "(dsx.calibration.ZERO3_LINK_EXPOSED: the rest overlaps the compute; three pairs over sockets on 2 H200s "
+            "paid 55-101%)") in notes
+
+
+def test_the_zero3_link_pairs_are_calibration_rows():
+    from dsx.calibration import ZERO3_LINK_PAIRS, calibration_role
+
+    for folder, *run_ids in ZERO3_LINK_PAIRS:
+        rows = {r["run_id"]: r for r in read_rows(ROOT / folder / "ladder.jsonl")}
+        assert {calibration_role(rows[run_id]) for run_id in run_ids} == {"zero3 link calibration"}
 
 
 def test_dsx_estimate_takes_the_links_bandwidth_in_gb_per_s():

@@ -29,7 +29,7 @@ from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_F
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, HOST_SPEED_RUNS,
                              BF16_OPTIMIZER_PAIR, BF16_OPTIMIZER_S_PER_TENSOR, LINK_FILES, LINK_PROBE_MIB,
-                             NVLINK_BUSBW, GpuKind)
+                             NVLINK_BUSBW, ZERO3_LINK_EXPOSED, ZERO3_LINK_PAIRS, GpuKind)
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, bf16_optimizer_seconds, overflow_check_seconds,
                                   sent_bytes,
@@ -327,6 +327,27 @@ def calibrate_link(root: Path = ROOT) -> float:
     return float(f"{statistics.median(probe_busbw(root / path, 'nvlink') for path in LINK_FILES):.3g}")
 
 
+def zero3_link_exposures(root: Path = ROOT) -> list[float]:
+    """Per ZERO3_LINK_PAIRS pair: the step's growth over sockets against NVLink in one command, over the extra time
+    the rank's bytes ((n-1)/n of dsx.comm's volume) take at the command's two probed bus bandwidths."""
+    from dsx.estimate.predict import sent_bytes
+
+    out = []
+    for folder, socket_id, nvlink_id in ZERO3_LINK_PAIRS:
+        socket, nvlink = pair_rows(root, f"{folder}/ladder.jsonl", socket_id, nvlink_id, "ZeRO-3 link")
+        setup = setup_of_row(socket)
+        wire = sent_bytes(setup) * (setup.world_size - 1) / setup.world_size
+        probes = root / folder / "link.jsonl"
+        extra = wire * (1 / probe_busbw(probes, "socket") - 1 / probe_busbw(probes, "nvlink"))
+        out.append((_step(socket) - _step(nvlink)) / extra)
+    return out
+
+
+def calibrate_zero3_link(root: Path = ROOT) -> float:
+    """ZERO3_LINK_EXPOSED: the median of zero3_link_exposures, to 3 digits."""
+    return float(f"{statistics.median(zero3_link_exposures(root)):.3g}")
+
+
 def calibrate_compile_pairs(root: Path = ROOT) -> float:
     """GpuKind.compile_speedup of the H200 from H200_COMPILE_PAIRS (one configuration eager and compiled, in one
     command): per pair, the estimate's eager compute term C over C less the measured step difference, the factor at
@@ -468,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     link = calibrate_link()
     print(f"# NVLink's bus bandwidth, from {', '.join(LINK_FILES)}: NVLINK_BUSBW = {link!r}"
           + ("" if link == NVLINK_BUSBW else f"  # dsx ships {NVLINK_BUSBW!r}"))
+    exposed = calibrate_zero3_link()
+    print(f"# ZeRO-3 over a slower link, from {', '.join(sorted({f for f, _, _ in ZERO3_LINK_PAIRS}))}: "
+          f"ZERO3_LINK_EXPOSED = {exposed!r}" + ("" if exposed == ZERO3_LINK_EXPOSED
+                                                 else f"  # dsx ships {ZERO3_LINK_EXPOSED!r}"))
     host = calibrate_host_speed()
     print(f"# the host's Python speed, from {', '.join(path for path, _, _ in HOST_SPEED_RUNS)}: "
           f"GPUS['h200-141gb'].host_loop_ns = {host!r}"
@@ -476,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
         or autocast != AUTOCAST_S_PER_PARAM or h200_compile != GPUS["h200-141gb"].compile_speedup \
-        or bf16_optimizer != BF16_OPTIMIZER_S_PER_TENSOR or link != NVLINK_BUSBW else 0
+        or bf16_optimizer != BF16_OPTIMIZER_S_PER_TENSOR or link != NVLINK_BUSBW or exposed != ZERO3_LINK_EXPOSED else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ from typing import Any
 
 from dsx.calibration import (ACT_OFFLOAD_BYTES_PER_S, AUTOCAST_S_PER_PARAM, BF16_OPTIMIZER_S_PER_TENSOR,
                              COMM_LOGGER_S_PER_BYTE, COMM_LOGGER_S_PER_FETCH,
-                             OVERFLOW_CHECK_S_PER_TENSOR, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, GpuKind)
+                             OVERFLOW_CHECK_S_PER_TENSOR, ULYSSES_BYTES_PER_S, ZERO3_FETCH_S, ZERO3_LINK_EXPOSED,
+                             GpuKind)
 from dsx.config_facts import AUTOCAST, AUTOCAST_AT_ZERO0, precision_of
 from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
@@ -217,18 +218,23 @@ def collective_seconds(setup: Setup) -> float:
     (n-1)/n over the link's bus bandwidth, which is a ring all-reduce's or all-gather's time on n ranks in nccl-tests'
     terms. DeepSpeed runs them on the compute stream at these stages (overlap_comm is off unless a config turns it
     on), so none is hidden: over sockets on 2 H200s gpt2-xl's ZeRO-1 and ZeRO-2 steps grew by 1.30 and 1.18 s where
-    this prices 1.26 (bench/estimator/terms.md, "The collectives' time"). 0 on one rank, at ZeRO-3 (its fetches
-    overlap the compute: ZERO3_FETCH_S prices their waits), with pipeline stages or Ulysses, and for a 1-bit
-    optimizer (its compressed phase: not priced)."""
+    this prices 1.26 (bench/estimator/terms.md, "The collectives' time"). At ZeRO-3 the fetches overlap the
+    compute and ZERO3_FETCH_S prices their waits over NVLink: a slower link adds ZERO3_LINK_EXPOSED of the bytes'
+    extra time. 0 on one rank, with pipeline stages or Ulysses, and for a 1-bit optimizer (its compressed phase: not
+    priced)."""
     ranks = data_parallel(setup)
-    if (ranks < 2 or setup.pipeline_stages or setup.sequence_parallel or zero_layout(setup.ds_config)[0] == 3
-            or not link_busbw(setup)):
+    if ranks < 2 or setup.pipeline_stages or setup.sequence_parallel or not link_busbw(setup):
         return 0.0
     from dsx.onebit import kind_of
 
     if kind_of(setup.ds_config):
         return 0.0
-    return sent_bytes(setup) * (ranks - 1) / ranks / link_busbw(setup)
+    wire = sent_bytes(setup) * (ranks - 1) / ranks
+    if zero_layout(setup.ds_config)[0] == 3:
+        if not setup.gpu.link_busbw or link_busbw(setup) >= setup.gpu.link_busbw:
+            return 0.0
+        return ZERO3_LINK_EXPOSED * wire * (1 / link_busbw(setup) - 1 / setup.gpu.link_busbw)
+    return wire / link_busbw(setup)
 
 
 def bf16_optimizer_seconds(setup: Setup) -> float:
@@ -355,10 +361,11 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
         notes.append(f"ZeRO-3 across GPUs: {zero3_fetches_per_step(setup):,.0f} parameter fetches a step at "
                      f"{ZERO3_FETCH_S * 1e3:.3g} ms each ({zero3_fetch_seconds(setup):.2f} s, dsx.calibration."
                      "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
-        if setup.link_busbw:
-            notes.append("--link-bandwidth is not applied at ZeRO-3: its gathers and reductions overlap the compute, "
-                         "in part (over sockets on 2 H200s gpt2-xl's ZeRO-3 step grew 0.54 s for 7.15 GiB a rank sent, "
-                         "half of what their bandwidth would take in full): the speed is an upper bound")
+        if extra := collective_seconds(setup):
+            notes.append(f"ZeRO-3 over --link-bandwidth {setup.link_busbw / 1e9:g} GB/s: {extra * 1e3:,.1f} ms a step, "
+                         f"{ZERO3_LINK_EXPOSED:.1%} of its {sent_bytes(setup) / 2**30:,.2f} GiB's extra time over "
+                         f"NVLink (dsx.calibration.ZERO3_LINK_EXPOSED: the rest overlaps the compute; three pairs over "
+                         "sockets on 2 H200s paid 55-101%)")
     elif collectives := collective_seconds(setup):
         zero = setup.ds_config.get("zero_optimization") or {}
         overlap = (" (the config turns overlap_comm on: not measured, priced as if nothing overlapped)"
