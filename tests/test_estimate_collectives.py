@@ -129,3 +129,13 @@ def test_the_link_probes_bus_bandwidth_is_what_nccl_tests_reports():
     factor = 2 * (probe["world_size"] - 1) / probe["world_size"]  # an all-reduce's
     assert probe["op"] == "all_reduce"
     assert probe["busbw_gbps"] == pytest.approx(probe["size_mib"] * 2**20 / probe["seconds"] * factor / 1e9)
+
+
+def test_dsx_sweep_plans_with_the_links_bandwidth_and_keeps_its_sweep_id():
+    args = ["sweep", "--model", "gpt2", "--zero", "1,3", "--gpus", "2", "--micro-batch", "8", "--gpu-kind",
+            "h100-80gb", "--dry-run"]
+    nvlink = CliRunner().invoke(cli, args).output.splitlines()
+    network = CliRunner().invoke(cli, [*args, "--link-bandwidth", "1"]).output.splitlines()
+    assert nvlink[0] == network[0]  # the same sweep: the link changes the plan, not the trials
+    assert nvlink[2].startswith("  1. z1 bf16 2gpu  (micro-batch 8; predicted up to")
+    assert network[2].startswith("  1. z3 bf16 2gpu  (micro-batch 8; predicted up to")  # ZeRO-1 pays all its bytes

@@ -56,10 +56,6 @@ def nvme_path_of(config: dict) -> str | None:
               help="The host's Python speed in ns a loop iteration (what dsx run records in a row's "
                    "host_cpu.python_loop_ns; 'here': measure this machine): ZeRO-3's hooks scale with it. Default: "
                    "the GPU kind's calibration host.")
-@click.option("--link-bandwidth", type=click.FloatRange(min=0, min_open=True, max=1e5), metavar="GB/S",
-              help="NCCL's bus bandwidth between the ranks in GB/s (nccl-tests' all_reduce_perf 'busbw'; across "
-                   "nodes, your network's): what ZeRO-0/1/2's collectives take. Default: the GPU kind's NVLink, "
-                   "measured between two GPUs of one host.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model, sets, seq_len, vocab_pad, config_path, ds_preset, ds_sets, gpus, pipeline_stages, pipeline_partition,
             gpu_kind, gpu_kind_old, memory_cap, attn, act_ckpt, compile_, loss, loss_tile_tokens, sequence_parallel,

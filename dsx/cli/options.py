@@ -234,11 +234,16 @@ _HOST_OPTIONS = (
                       "dsx estimate where no GPU of its --gpu-kind is: that kind's calibration host, 125 GiB)."),
     click.option("--nvme-free", type=SIZE, metavar="SIZE",
                  help="Free space of the NVMe offload path (default: measured under the config's nvme_path)."),
+    click.option("--link-bandwidth", type=click.FloatRange(min=0, min_open=True, max=1e5), metavar="GB/S",
+                 help="NCCL's bus bandwidth between the ranks in GB/s (nccl-tests' all_reduce_perf 'busbw'; across "
+                      "nodes, your network's): what the collectives take in the estimate. Default: the GPU kind's "
+                      "NVLink, measured between two GPUs of one host."),
 )
 
 
 def host_options(f):
-    """--host-memory and --nvme-free: the host's capacities a fit is judged against (dsx estimate, dsx sweep)."""
+    """--host-memory, --nvme-free and --link-bandwidth: the host's capacities a fit is judged against and the link
+    between its ranks (dsx estimate, dsx sweep)."""
     for option in reversed(_HOST_OPTIONS):
         f = option(f)
     return f

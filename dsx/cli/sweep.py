@@ -141,7 +141,8 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
             sparse_attention,
             sparse_sets,
             data, data_dtype, data_seed, check, steps, warmup, memory_cap, trial_timeout, results, retry_failed,
-            no_prune, top, keep_within, gpu_kind, gpu_kind_old, host_memory, nvme_free, dry_run, inject, python,
+            no_prune, top, keep_within, gpu_kind, gpu_kind_old, host_memory, nvme_free, link_bandwidth, dry_run, inject,
+            python,
             comm_log, **nodes):
     """Run a grid of configurations, one launched `dsx run` per trial, and find the largest micro-batch that fits.
 
@@ -212,6 +213,7 @@ def command(model, zero_, offload, offload_params, offload_ratio, bucket_size, p
                if value is not None and not (key == "launcher" and value == "pdsh")},
         sparse_attention=_sparse_words(sparse_attention) if sparse_attention else [None],
         sparse_sets=tuple(sparse_sets), offload_ratio=ratios, host_memory=host_memory, nvme_free=nvme_free,
+        link_busbw=link_bandwidth * 1e9 if link_bandwidth else None,
         bucket_size=_buckets(bucket_size), data=data, data_dtype=data_dtype, data_seed=data_seed,
         max_global_batch=max_global_batch, loss=loss, loss_tile_tokens=loss_tile_tokens,
         sequence_parallel=sequence_parallel, comm_log=comm_log, act_ckpt_offload=act_ckpt_offload,

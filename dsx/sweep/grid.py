@@ -174,6 +174,9 @@ class SweepSpec:
     """--host-memory: the RAM the estimate judges host fit against (None: this machine's)."""
     nvme_free: int | None = None
     """--nvme-free: the NVMe space the estimate judges fit against (None: measured under --nvme-path)."""
+    link_busbw: float | None = None
+    """--link-bandwidth in bytes/s: the ranks' link the plan prices the collectives at (None: the GPU kind's NVLink).
+    Planning only, not part of the sweep id."""
     data: str | None = None
     """--data of every trial (dsx.data: None is the learnable synthetic source)."""
     data_dtype: str | None = None

@@ -113,7 +113,7 @@ def plan(spec: SweepSpec, configurations: list[Configuration], gpu: str) -> list
             if grad_accum is None:  # --max-global-batch derives it from the micro-batch
                 grad_accum = global_batch_grad_accum(spec, configuration, micro_batch) or trial.grad_accum
             return setup_of_trial(trial, kind, micro_batch, grad_accum, host_memory=host, nvme_free=nvme,
-                                  activation_margin=spec.activation_margin)
+                                  activation_margin=spec.activation_margin, link_busbw=spec.link_busbw)
 
         try:
             if spec.grad_accum_choices and configuration.grad_accum is None and spec.max_global_batch is None:
