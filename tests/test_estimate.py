@@ -241,8 +241,8 @@ def test_zero3_on_several_ranks_pays_each_parameter_fetch_it_waits_for():
     setup = _zero3_setup(3, 2)
     assert zero3_fetches_per_step(setup) == 2 * 270
     assert zero3_fetch_seconds(setup) == pytest.approx(ZERO3_FETCH_S * zero3_fetches_per_step(setup))
-    assert ("ZeRO-3 across GPUs: 540 parameter fetches a step at 0.386 ms each (0.21 s, dsx.calibration.ZERO3_FETCH_S);"
-            " the collectives' bandwidth is not modelled") in estimate(setup, search_max=False).notes
+    assert ("ZeRO-3 across GPUs: 540 parameter fetches a step at 0.386 ms each (0.21 s, dsx.calibration.ZERO3_FETCH_S;"
+            " over NVLink their bandwidth is in that price)") in estimate(setup, search_max=False).notes
 
 
 def test_zero3_under_checkpointing_fetches_about_what_it_fetches_without():

@@ -360,7 +360,7 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
     if setup.world_size > 1 and stage == 3:
         notes.append(f"ZeRO-3 across GPUs: {zero3_fetches_per_step(setup):,.0f} parameter fetches a step at "
                      f"{ZERO3_FETCH_S * 1e3:.3g} ms each ({zero3_fetch_seconds(setup):.2f} s, dsx.calibration."
-                     "ZERO3_FETCH_S); the collectives' bandwidth is not modelled")
+                     "ZERO3_FETCH_S; over NVLink their bandwidth is in that price)")
         if extra := collective_seconds(setup):
             notes.append(f"ZeRO-3 over --link-bandwidth {setup.link_busbw / 1e9:g} GB/s: {extra * 1e3:,.1f} ms a step, "
                          f"{ZERO3_LINK_EXPOSED:.1%} of its {sent_bytes(setup) / 2**30:,.2f} GiB's extra time over "
