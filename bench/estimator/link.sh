@@ -18,4 +18,6 @@ for transport in ${TRANSPORTS:-nvlink socket}; do
     bench/estimator/link_probe.py "$out/link.jsonl" "$transport" </dev/null || true
 done
 show_log
-[ -n "${RUNS:-}" ] && BUDGET_S=$(( $(time_left) - 5 )) bash bench/estimator/ladder.sh "$out"
+if [ -n "${RUNS:-}" ]; then
+  BUDGET_S=$(( $(time_left) - 5 )) bash bench/estimator/ladder.sh "$out"
+fi
