@@ -247,11 +247,15 @@ def test_ctrl_c_names_the_processes_that_outlive_sigkill_instead_of_calling_them
         groups.append(pgid)
         threading.Timer(1.0, _thread.interrupt_main).start()  # Ctrl-C once the job runs
 
+    # a CI started in the background inherits SIGINT ignored, and interrupt_main then does nothing: handle it here
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(processes.NotStopped) as caught:
             run_plan(p, timeout_s=60, on_start=on_start)
     finally:
-        real_killpg(groups[0], signal.SIGKILL)
+        signal.signal(signal.SIGINT, previous)
+        if groups:
+            real_killpg(groups[0], signal.SIGKILL)
     pgid = groups[0]
     assert caught.value.pgid == pgid and len(caught.value.left) == 1
     assert re.fullmatch(rf"{pgid} sleeping: \S*python\S* -c import time; time.sleep\(60\)", caught.value.left[0])
