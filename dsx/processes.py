@@ -81,20 +81,38 @@ def _kill_group(procs: list[subprocess.Popen], grace_s: float = 10.0) -> list[st
     return group_members(pgid)
 
 
-def group_members(pgid: int) -> list[str]:
-    """The live processes of process group `pgid` ('pid status: command'; zombies, whose memory is already freed and
-    which their parent reaps, do not count)."""
+def group_processes(pgid: int) -> list:
+    """The live processes of process group `pgid` (psutil.Process, each with info['cmdline'] and info['status']);
+    zombies, whose memory is already freed and which their parent reaps, do not count."""
     import psutil
 
-    members = []
+    found = []
     for proc in psutil.process_iter(["pid", "status", "cmdline"]):
         try:
             if os.getpgid(proc.info["pid"]) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                command = " ".join(proc.info["cmdline"] or [])
-                members.append(f"{proc.info['pid']} {proc.info['status']}: {command[:120]}")
+                found.append(proc)
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
-    return members
+    return found
+
+
+def alive(proc) -> bool:
+    """`proc` (a psutil.Process) still runs: not gone, not a zombie."""
+    import psutil
+
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def command_line(proc) -> str:
+    return " ".join(proc.info["cmdline"] or [])
+
+
+def group_members(pgid: int) -> list[str]:
+    """The live processes of process group `pgid`, each as 'pid status: command'."""
+    return [f"{p.info['pid']} {p.info['status']}: {command_line(p)[:120]}" for p in group_processes(pgid)]
 
 
 def left_running_text(pgid: int, left: list[str]) -> str:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from dsx import leftovers, op_cache
+from dsx.processes import alive, command_line, group_processes
 from dsx.results import read_rows
 from dsx.sweep.grid import SweepError
 
@@ -75,25 +76,15 @@ def reap_orphans(left: dict, results: Path | None = None) -> str | None:
     it left: shared-memory buffers and build locks no live process holds, and its run folder when it has no row in
     `results` (the trial runs again); say what."""
     pgid = left.get("pgid")
-    ours, members = [], []
-    if isinstance(pgid, int) and pgid > 1:
-        import psutil
-
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                if os.getpgid(proc.info["pid"]) == pgid:
-                    members.append(proc)
-            except (ProcessLookupError, PermissionError, psutil.Error):
-                continue
-        ours = [p for p in members if any(word in " ".join(p.info["cmdline"] or []) for word in
-                                          ("train_rank", "deepspeed"))]
+    members = group_processes(pgid) if isinstance(pgid, int) and pgid > 1 else []
+    ours = [p for p in members if any(word in command_line(p) for word in ("train_rank", "deepspeed"))]
     if ours:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             ours = []
         deadline = time.monotonic() + 10  # the kernel unmaps a killed process's memory as it dies: wait for that
-        while time.monotonic() < deadline and any(_alive(p) for p in members):
+        while time.monotonic() < deadline and any(alive(p) for p in members):
             time.sleep(0.1)
     # The killed (or finished, orphaned) ranks' shared-memory buffers and any JIT-build lock they held outlive them.
     leftovers.remove(leftovers.stale_shm_buffers())
@@ -120,13 +111,3 @@ def _remove_run_dir_without_row(run_dir: str | None, results: Path) -> Path | No
         return None
     shutil.rmtree(run_dir, ignore_errors=True)
     return Path(run_dir)
-
-
-def _alive(proc) -> bool:
-    """Running (a zombie has already released its memory; waiting for it is its parent's business)."""
-    import psutil
-
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
