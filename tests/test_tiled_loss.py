@@ -65,6 +65,33 @@ def test_deepspeeds_tiled_fused_logits_loss_gives_the_head_an_unscaled_gradient(
     torch.testing.assert_close(head.weight.grad, expected, rtol=1e-5, atol=1e-7)
 
 
+def test_the_fused_loss_runs_outside_the_compiled_graph(monkeypatch):
+    """--loss fused with --compile: the rest of the model is traced, Liger's loss is called eagerly (traced, its loss
+    was wrong on an H200). A stand-in for Liger's class (not installed here) records whether it runs traced."""
+    import sys
+    import types
+
+    seen = {}
+
+    class StandInLoss:  # Liger's signature: (weight, hidden, labels) -> mean over labels that are not -100
+        def __init__(self, ignore_index, reduction):
+            self.ignore_index = ignore_index
+
+        def __call__(self, weight, hidden, labels):
+            seen["loss traced"] = torch.compiler.is_compiling()
+            return torch.nn.functional.cross_entropy(hidden @ weight.t(), labels, ignore_index=self.ignore_index)
+
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers",
+                        types.SimpleNamespace(LigerFusedLinearCrossEntropyLoss=StandInLoss))
+    model, ids, labels = _model_and_batch("llama-tiny")
+    plain = model(input_ids=ids, labels=labels).loss
+    fused = wrap(model, tile_tokens=None, zero3=False, fused=True)
+    model.model.norm.register_forward_hook(lambda *_: seen.update({"model traced": torch.compiler.is_compiling()}))
+    loss = torch.compile(fused, backend="eager")(input_ids=ids, labels=labels).loss
+    assert seen == {"model traced": True, "loss traced": False}
+    assert loss.item() == pytest.approx(plain.item(), rel=1e-5)
+
+
 def test_labels_are_shifted_as_transformers_shifts_them():
     assert shifted_labels(torch.tensor([[5, 6, 7]])).tolist() == [[6, 7, -100]]
 

@@ -4,8 +4,9 @@
 #     bash bench/kernels/h100.sh $OUT [MODEL [SEQ [MICRO_BATCH]]]     # kind nvidia-h100-x1, carry [".whl"]
 # One command, each rung against the configuration without it, alternating while BUDGET_S (default 540) lasts:
 # ROUNDS (default 3) rounds of RUNGS (default "base liger fp8"): base, --kernels liger, --fp8 tensorwise, base, ...
-# A rung is base, liger, fp8 (tensorwise), fp8-rowwise or liger+fp8, with @MB for its own micro-batch (liger@16:
-# Liger's fused loss frees the logits, so it fits twice base's micro-batch; the sweep would take it).
+# A rung is base, liger, fp8 (tensorwise), fp8-rowwise, liger+fp8 or fused (--loss fused: Liger's loss alone), with
+# @MB for its own micro-batch (liger@16: Liger's fused loss frees the logits, so it fits twice base's micro-batch; the
+# sweep would take it).
 # ZeRO-1, bf16, torch's fused AdamW, eager (COMPILE=1: every rung with --compile, as float8 needs to be fast), 5 timed
 # steps after 2, the learnable synthetic data; each run capped at RUN_S seconds (default 150; a cold float8 compile
 # needs more); rows in $OUT/kernels.jsonl.
@@ -30,7 +31,8 @@ for round in $(seq "${ROUNDS:-3}"); do
       fp8) extra=(--fp8 tensorwise) ;;
       fp8-rowwise) extra=(--fp8 rowwise) ;;
       liger+fp8) extra=(--kernels liger --fp8 tensorwise) ;;
-      *) echo "bench/kernels/h100.sh: unknown rung '$rung' (base, liger, fp8, fp8-rowwise, liger+fp8, each @MB)" >&2
+      fused) extra=(--loss fused) ;;
+      *) echo "bench/kernels/h100.sh: unknown rung '$rung' (base, liger, fp8, fp8-rowwise, liger+fp8, fused, each @MB)" >&2
          exit 2 ;;
     esac
     echo "round $round: $rung" >>"$log"

@@ -26,10 +26,13 @@
 #   autocast-llama  llama-1b (seq 2048) at ZeRO-2, micro-batch 4, bf16 against bf16-autocast on one GPU: dsx run at
 #          grad-accum 2 (the 1-GPU rows of bench/multigpu's autocast2 pairs), then bench/tools/step_profile.py's
 #          forward / backward / step and kernels, alternating twice (why autocast was 0.86x bf16 on 2 GPUs)
+#   fused-loss  GPT-2 124M at micro-batch 32, compiled, doing the baseline's work (no clipping, no overflow check):
+#          the baseline, dsx run, dsx run --loss fused (Liger's fused linear cross-entropy, outside the compiled
+#          graph), each twice in that order, within DEADLINE_S s (default 560)
 set -uo pipefail
-out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama)}
+out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama fused-loss)}
 shift
-[ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama fused-loss)" >&2; exit 2; }
 source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
 as_baseline=("${adam[@]}" --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)  # what the baseline does
 no_dropout=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0)
@@ -156,8 +159,20 @@ for step in "$@"; do
       done
       python3 -m dsx report "$res" >>"$log" 2>&1
       ;;
+    fused-loss)
+      start_log "$out/fused_loss.log"
+      set_deadline "${DEADLINE_S:-560}"
+      gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --steps 20 --warmup 5 --gpus 1 --results "$res" --tf32
+            --compile "${as_baseline[@]}" --zero 1 --micro-batch 32 --timeout 110)
+      for round in 1 2; do
+        run_by 90 "${baseline[@]}" --micro-batch 32 --compile --out "$out/baseline.jsonl"
+        run_by 120 python3 -m dsx run "${gpt2[@]}"
+        run_by 120 python3 -m dsx run "${gpt2[@]}" --loss fused
+      done
+      python3 -m dsx report "$res" >>"$log" 2>&1
+      ;;
     *)
-      echo "unknown step '$step' (steps: gpt2 part1 ... part7 autocast autocast-llama)" >&2
+      echo "unknown step '$step' (steps: gpt2 part1 ... part7 autocast autocast-llama fused-loss)" >&2
       exit 2
       ;;
   esac

@@ -117,10 +117,23 @@ def checkpointed_tiles_loss(head, hidden, labels, tile_tokens: int):
 
 def liger_fused_loss():
     """Liger Kernel's fused linear cross-entropy (--loss fused): loss(weight, hidden, labels), the mean over the labels
-    that are not -100, as transformers' loss; the logits exist a chunk at a time inside its Triton kernel."""
+    that are not -100, as transformers' loss; the logits exist a chunk at a time inside its Triton kernel. It always
+    runs eagerly, outside a compiled graph (outside_compiled_graph)."""
     from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
 
-    return LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
+    loss = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
+    return outside_compiled_graph(lambda weight, hidden, labels: loss(weight, hidden, labels))
+
+
+def outside_compiled_graph(function):
+    """`function`, kept out of torch.compile's graph (a graph break around it; --compile compiles the rest). Traced
+    into the compiled step, Liger 0.8.5's fused linear cross-entropy returned a wrong loss with no error (llama-1b on
+    an H200, torch 2.11: 2,056.5 at the second step where the eager loss is 10.0; every batch here has -100 labels,
+    the case of linkedin/Liger-Kernel#1338); run as it runs uncompiled, its loss is the plain loss's
+    (bench/kernels/README.md, part 7)."""
+    import torch
+
+    return torch.compiler.disable(function)
 
 
 def wrap(model, tile_tokens: int | None, zero3: bool, fused: bool = False):

@@ -69,9 +69,6 @@ def _check_fused_loss(request, device: str, zero: int, sequence: int | None, che
     if sequence:
         raise RunRefused("--loss fused with --sequence-parallel: Ulysses computes the loss from its shard's logits; "
                          "use --loss tiled")
-    if request.compile:
-        raise RunRefused("--loss fused with --compile: not supported by dsx (Liger's kernels inside the compiled "
-                         "step crashed on an H100: bench/kernels/README.md); run it eager, or --loss tiled")
     if check_installed and importlib.util.find_spec("liger_kernel") is None:
         raise RunRefused("--loss fused needs liger-kernel: pip install 'dsx[kernels]'")
 
@@ -101,9 +98,10 @@ def kernel_plan(request, resolved, device: str, zero: int, pipeline, sequence: i
         raise RunRefused(f"--kernels liger: Liger Kernel patches Llama-family models here; {resolved.name} is a "
                          f"{resolved.family} model (Liger 0.8.5 has no {resolved.family} support)")
     if liger and request.compile:
-        raise RunRefused("--kernels liger with --compile: not supported by dsx (on an H100, liger-kernel 0.8.5 in "
-                         "torch 2.11's compiled llama-1b step stopped with a CUDA illegal memory access, two runs of "
-                         "two: bench/kernels/README.md); run Liger eager, or compile without it")
+        raise RunRefused("--kernels liger with --compile: not supported by dsx (Liger 0.8.5's RMSNorm inside torch "
+                         "2.11's compiled step stops it with a CUDA illegal memory access, on an H100 and an H200; its "
+                         "RoPE and SwiGLU were no faster compiled: bench/kernels/README.md); for Liger's fused loss "
+                         "with --compile use --loss fused, or run Liger eager")
     if liger and request.tiled_mlp:
         raise RunRefused("--kernels liger replaces the Llama MLP with its own SwiGLU, which --tiled-mlp would bypass: "
                          "drop one")
