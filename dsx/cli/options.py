@@ -253,8 +253,9 @@ _LONG_CONTEXT_OPTIONS = (
     click.option("--loss", type=click.Choice(["plain", "tiled", "fused"]), default="plain", show_default=True,
                  help="tiled: the causal-LM loss a tile of tokens at a time, never the whole [tokens, vocab] logits "
                       "(the same loss and gradients; for long sequences). fused: Liger Kernel's fused linear "
-                      "cross-entropy, the logits a chunk at a time (pip install 'dsx[kernels]'; CUDA, ZeRO 0-2; as "
-                      "fast as the plain head on an H100, the tiled loss is slower: bench/long/README.md)."),
+                      "cross-entropy, the logits a chunk at a time (pip install 'dsx[kernels]'; CUDA, ZeRO 0-2; kept "
+                      "out of --compile's graph; as fast as the plain head on an H100, the tiled loss is slower: "
+                      "bench/long/README.md)."),
     click.option("--sequence-parallel", type=click.IntRange(min=1), metavar="N",
                  help="Ulysses sequence parallelism: N ranks share each micro-batch, each holding 1/N of its sequence "
                       "(DeepSpeed's UlyssesSPAttentionHF; heads and sequence length must divide by N)."),
