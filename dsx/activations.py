@@ -331,13 +331,13 @@ COMPILED_LAYER_PARTS = ("layer activations", "recomputed layer")
 COMPILED_HEAD_PARTS = ("embeddings, head, loss", "loss gradients")
 
 
-def compiled(parts: dict[str, int]) -> dict[str, int]:
+def compiled(parts: dict[str, int], family: str) -> dict[str, int]:
     """The activation parts of dsx.estimate for the compiled model (engine.compile(), inductor): what the layers
-    save x COMPILE_LAYER_FACTOR, the embeddings/head/loss part and the loss gradients x COMPILE_HEAD_FACTOR; the
-    checkpointed layer inputs are inputs, kept as they are. The factors are measured, not counted: the meta-device
-    probe runs eager autograd (dsx.calibration says which rows set them)."""
-    from dsx.calibration import COMPILE_HEAD_FACTOR, COMPILE_LAYER_FACTOR
+    save and the embeddings/head/loss part with the loss gradients, each x its factor for the model's family
+    (dsx.calibration.compile_memory_factors); the checkpointed layer inputs are inputs, kept as they are. The factors
+    are measured, not counted: the meta-device probe runs eager autograd (dsx.calibration says which rows set them)."""
+    from dsx.calibration import compile_memory_factors
 
-    factor = {**dict.fromkeys(COMPILED_LAYER_PARTS, COMPILE_LAYER_FACTOR),
-              **dict.fromkeys(COMPILED_HEAD_PARTS, COMPILE_HEAD_FACTOR)}
+    layers, head = compile_memory_factors(family)
+    factor = {**dict.fromkeys(COMPILED_LAYER_PARTS, layers), **dict.fromkeys(COMPILED_HEAD_PARTS, head)}
     return {part: int(size * factor.get(part, 1.0)) for part, size in parts.items()}

@@ -222,8 +222,8 @@ CALIBRATION_FILES: dict[str, tuple[str, ...]] = {H100.key: (CALIBRATION_FILE,), 
 def calibration_role(row: dict) -> str:
     """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row of
     H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM
-    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS, or a row
-    of H200_COMPILE_PAIRS: it set the compile factors), 'width calibration' (a WIDTH_RUN_IDS row: it set the width
+    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS or LLAMA_COMPILE_RUN_IDS, or a
+    row of H200_COMPILE_PAIRS: it set the compile factors), 'width calibration' (a WIDTH_RUN_IDS row: it set the width
     curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a
     COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set
     ULYSSES_BYTES_PER_S), 'act offload calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host
@@ -231,7 +231,8 @@ def calibration_role(row: dict) -> str:
     it set AUTOCAST_S_PER_PARAM), 'bf16 optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set
     BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration' (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or
     'judged'."""
-    if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS):
+    if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS,
+                             *LLAMA_COMPILE_RUN_IDS.values()):
         return "compile calibration"
     if row.get("run_id") in WIDTH_RUN_IDS:
         return "width calibration"
@@ -488,6 +489,29 @@ checkpointed layer inputs are inputs, not changed by compiling)."""
 
 COMPILE_HEAD_FACTOR = 0.337
 """Compiled / eager bytes of the embeddings, LM head and loss, and of the loss' gradients."""
+
+LLAMA_COMPILE_FILE = "bench/kernels/h200_fused_compile/kernels.jsonl"
+"""Compiled llama-1b (seq 2048, micro-batch 16, ZeRO-1, bf16) on one H200 in one command (bench/kernels/README.md,
+part 7): the plain loss twice (77.0 and 84.8 GiB peak allocated) and Liger's fused loss (54.5 GiB, no logits)."""
+
+LLAMA_COMPILE_RUN_IDS = {"layers": "285fdad4106f4f4392b861353fbfe535", "head": "7c25c8b66c234591b164eacf6db5e646"}
+"""The rows of LLAMA_COMPILE_FILE LLAMA_COMPILE_FACTORS come from: 'layers' (the fused loss: its head parts are
+nearly nil, so it sets the layers' factor) and 'head' (the plain loss's higher peak of the two: the compiled step's
+peak is not repeatable, 77.0 and 84.8 GiB in one command, and a fit must hold on the run that peaks higher). The
+other plain row is judged."""
+
+LLAMA_COMPILE_FACTORS = (0.640, 0.705)
+"""(layers, embeddings/head/loss) compiled / eager bytes of Llama-family models, as COMPILE_LAYER_FACTOR and
+COMPILE_HEAD_FACTOR are GPT-2's: GPT-2's factors put compiled llama-1b 10-25% under its measured peak (H100 and
+H200 rows), its 128k-word head and loss keeping far more of their eager bytes than GPT-2's 50k-word one
+(bench/estimator/terms.md, "Compiled memory of Llama models")."""
+
+
+def compile_memory_factors(family: str) -> tuple[float, float]:
+    """(layers, embeddings/head/loss) memory factors of a compiled model of `family`: Llama's own, else GPT-2's (the
+    only other family measured compiled)."""
+    return LLAMA_COMPILE_FACTORS if family == "llama" else (COMPILE_LAYER_FACTOR, COMPILE_HEAD_FACTOR)
+
 
 COMPILE_SPEEDUP = 1.247
 """Achieved FLOP/s of the compiled model over the eager one (the step's compute term; the per-parameter optimizer

@@ -235,3 +235,29 @@ def test_the_compile_pairs_are_calibration_rows_and_the_unpaired_runs_are_judged
     assert Counter(map(calibration_role, read_rows(width / "b/ladder.jsonl"))) == {"compile calibration": 4}
     for later in ("c", "d"):  # after the constant was set: out of sample
         assert Counter(map(calibration_role, read_rows(width / f"{later}/ladder.jsonl"))) == {"judged": 3}
+
+
+def test_compiled_llamas_memory_factors_come_from_a_fused_and_a_plain_row_of_one_command():
+    from dsx.calibration import LLAMA_COMPILE_FACTORS, LLAMA_COMPILE_FILE
+
+    rows = list(read_rows(ROOT / LLAMA_COMPILE_FILE))
+    assert bench_calibrate().calibrate_llama_compile(rows) == LLAMA_COMPILE_FACTORS == (0.64, 0.705)
+    roles = {(row["toggles"]["liger_fused_loss"], round(row["memory"]["max"]["peak_allocated"] / 2**30, 1)):
+             calibration_role(row) for row in rows}
+    assert roles == {(True, 54.5): "compile calibration", (False, 84.8): "compile calibration",
+                     (False, 77.0): "judged"}  # the plain run that peaked lower is judged
+
+
+def test_a_compiled_llama_is_planned_with_llamas_factors_and_gpt2_with_gpt2s():
+    from click.testing import CliRunner
+
+    from dsx.cli import cli
+
+    notes = {}
+    for model in ("llama-1b", "gpt2"):
+        result = CliRunner().invoke(cli, ["estimate", "--model", model, "--compile", "--zero", "1", "--micro-batch",
+                                          "8", "--gpu-kind", "h100-80gb"])
+        assert result.exit_code == 0, result.output
+        notes[model] = next(line for line in result.output.splitlines() if line.startswith("note: compiled:"))
+    assert notes["llama-1b"].startswith("note: compiled: activations x0.64 (layers) and x0.705 (embeddings, head, loss)")
+    assert notes["gpt2"].startswith("note: compiled: activations x0.576 (layers) and x0.337 (embeddings, head, loss)")

@@ -23,7 +23,8 @@ from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_F
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, H200_COMPILE_PAIRS,
                              HEADROOM_FILE, HEADROOM_STEP,
-                             KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, WIDTH_FILES, WIDTH_RUN_IDS,
+                             KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, LLAMA_COMPILE_FACTORS, LLAMA_COMPILE_FILE,
+                             LLAMA_COMPILE_RUN_IDS, WIDTH_FILES, WIDTH_RUN_IDS,
                              ZERO3_FETCH_PAIRS, ZERO3_FETCH_S,
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
@@ -160,7 +161,9 @@ def calibrate_headroom(rows: list[dict], kind: GpuKind) -> int:
 
 
 def _eager_parts(row: dict) -> tuple[int, int, int]:
-    """(predicted model states, eager layer activations, eager head/loss activations) of a row at its peak moment."""
+    """(what compiling leaves as it is: predicted model states and the parts compiled() does not scale, such as
+    checkpointed inputs and a tiled loss's tiles; eager layer activations; eager head/loss activations) of a row at
+    its peak moment."""
     from dataclasses import replace as replaced
 
     from dsx.activations import COMPILED_HEAD_PARTS, COMPILED_LAYER_PARTS
@@ -171,7 +174,7 @@ def _eager_parts(row: dict) -> tuple[int, int, int]:
     total = estimate(setup, search_max=False).peak_allocated
     layers = sum(acts.get(k, 0) for k in COMPILED_LAYER_PARTS)
     head = sum(acts.get(k, 0) for k in COMPILED_HEAD_PARTS)
-    return total - sum(acts.values()), layers, head
+    return total - layers - head, layers, head
 
 
 def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
@@ -184,11 +187,7 @@ def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
     from dataclasses import replace as replaced
 
     by_role = rows_of(rows, COMPILE_RUN_IDS, "compile")
-    (s1, l1, h1), (s2, l2, h2) = (_eager_parts(by_role[role]) for role in ("layers", "head"))
-    m1, m2 = (by_role[role]["memory"]["max"]["peak_allocated"] for role in ("layers", "head"))
-    det = l1 * h2 - l2 * h1
-    layer = ((m1 - s1) * h2 - (m2 - s2) * h1) / det
-    head = (l1 * (m2 - s2) - l2 * (m1 - s1)) / det
+    layer, head = _memory_factors(by_role)
     compiled = by_role["layers"]
     setup = replaced(setup_of_row(compiled), compile=False)
     peak = peak_tflops(setup.gpu.name, "bf16") * 1e12
@@ -197,6 +196,21 @@ def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
     rest = step_time(setup, setup.micro_batch) - compute
     speedup = compute / (_step(compiled) - rest)
     return round(layer, 3), round(head, 3), round(speedup, 3)
+
+
+def _memory_factors(by_role: dict[str, dict]) -> tuple[float, float]:
+    """(layers, head) compile memory factors from a 'layers' and a 'head' compiled row: measured peak allocated =
+    what compiling leaves as it is + f_layers x eager layer activations + f_head x eager head/loss activations, one
+    equation a row."""
+    (s1, l1, h1), (s2, l2, h2) = (_eager_parts(by_role[role]) for role in ("layers", "head"))
+    m1, m2 = (by_role[role]["memory"]["max"]["peak_allocated"] for role in ("layers", "head"))
+    det = l1 * h2 - l2 * h1
+    return (round(((m1 - s1) * h2 - (m2 - s2) * h1) / det, 3), round((l1 * (m2 - s2) - l2 * (m1 - s1)) / det, 3))
+
+
+def calibrate_llama_compile(rows: list[dict]) -> tuple[float, float]:
+    """LLAMA_COMPILE_FACTORS from the LLAMA_COMPILE_RUN_IDS rows of `rows` (as calibrate_compile's memory part)."""
+    return _memory_factors(rows_of(rows, LLAMA_COMPILE_RUN_IDS, "llama compile"))
 
 
 def _measured_compute(row: dict, setup) -> float:
@@ -448,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# compile, from {COMPILE_FILE}: COMPILE_LAYER_FACTOR, COMPILE_HEAD_FACTOR, COMPILE_SPEEDUP = {factors!r}"
           + ("" if factors == shipped_factors else f"  # dsx ships {shipped_factors!r}"))
     print(f"# {'equal to' if factors == shipped_factors else 'differs from'} dsx.calibration's compile factors")
+    llama = calibrate_llama_compile(list(read_rows(ROOT / LLAMA_COMPILE_FILE)))
+    print(f"# compiled Llama memory, from {LLAMA_COMPILE_FILE}: LLAMA_COMPILE_FACTORS = {llama!r}"
+          + ("" if llama == LLAMA_COMPILE_FACTORS else f"  # dsx ships {LLAMA_COMPILE_FACTORS!r}"))
     dropout = calibrate_dropout([row for path in DROPOUT_FILES for row in read_rows(ROOT / path)])
     print(f"# dropout, from {', '.join(DROPOUT_FILES)}: DROPOUT_FREE_SPEEDUP = {dropout!r}"
           + ("" if dropout == DROPOUT_FREE_SPEEDUP else f"  # dsx ships {DROPOUT_FREE_SPEEDUP!r}"))
@@ -501,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
         or autocast != AUTOCAST_S_PER_PARAM or h200_compile != GPUS["h200-141gb"].compile_speedup \
-        or bf16_optimizer != BF16_OPTIMIZER_S_PER_TENSOR or link != NVLINK_BUSBW or exposed != ZERO3_LINK_EXPOSED else 0
+        or bf16_optimizer != BF16_OPTIMIZER_S_PER_TENSOR or link != NVLINK_BUSBW or exposed != ZERO3_LINK_EXPOSED \
+        or llama != LLAMA_COMPILE_FACTORS else 0
 
 
 if __name__ == "__main__":

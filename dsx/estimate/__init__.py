@@ -30,8 +30,9 @@ GPU, the rest on the CPU; f is the offloaded sub-groups' share of the parameters
 r = 1). The GPU sub-groups keep their fp32 master, optimizer state and fp32 gradients on the GPU: (S + 4)·(1-f)·N/W
 more GPU bytes, f of the host bytes, f of the CPU optimizer step.
 
-Compiled (`--compile`, DeepSpeed's engine.compile()) at ZeRO 0-2: the layers' saved activations x
-COMPILE_LAYER_FACTOR, the embeddings/head/loss part and the loss gradients x COMPILE_HEAD_FACTOR, the compute
+Compiled (`--compile`, DeepSpeed's engine.compile()) at ZeRO 0-2: the layers' saved activations, and the
+embeddings/head/loss part with the loss gradients, each x its factor (dsx.calibration.compile_memory_factors: Llama's
+own, GPT-2's for every other family), the compute
 the GPU kind's compile_speedup x faster (dsx.calibration: the H200's eager/compiled pairs of GPT-2 and llama-1b;
 COMPILE_SPEEDUP, one gpt2-xl pair, on the H100); at ZeRO-3, not measured, as eager.
 

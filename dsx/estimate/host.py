@@ -39,7 +39,7 @@ def host_bytes(setup: Setup, n_rank: int, world: int, fraction: float) -> tuple[
 
 def host_notes(setup: Setup, fraction: float) -> list[str]:
     """What the estimate assumed of partial offload and compilation, in words."""
-    from dsx.calibration import COMPILE_HEAD_FACTOR, COMPILE_LAYER_FACTOR, FP8_SPEEDUP, LIGER_SPEEDUP
+    from dsx.calibration import FP8_SPEEDUP, LIGER_SPEEDUP, compile_memory_factors
     from dsx.offload import describe
 
     notes = []
@@ -48,7 +48,8 @@ def host_notes(setup: Setup, fraction: float) -> list[str]:
     if compiled_counted(setup):
         measured = (f"{setup.gpu.name} eager/compiled pairs" if setup.gpu.compile_speedup
                     else "an eager/compiled pair of gpt2-xl on an H100")
-        notes.append(f"compiled: activations x{COMPILE_LAYER_FACTOR} (layers) and x{COMPILE_HEAD_FACTOR} (embeddings, "
+        layers, head = compile_memory_factors(setup.resolved.family)
+        notes.append(f"compiled: activations x{layers} (layers) and x{head} (embeddings, "
                      f"head, loss), compute x{compile_speedup(setup.gpu)} faster (measured on "
                      f"{measured}: dsx.calibration)")
     elif setup.compile:

@@ -243,7 +243,7 @@ def activation_bytes(setup: Setup, precision: str, micro_batch: int, late_backwa
     if compiled_counted(setup):
         from dsx.activations import compiled
 
-        return compiled(parts)
+        return compiled(parts, setup.resolved.family)
     return parts
 
 
