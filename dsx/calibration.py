@@ -222,9 +222,9 @@ CALIBRATION_FILES: dict[str, tuple[str, ...]] = {H100.key: (CALIBRATION_FILE,), 
 def calibration_role(row: dict) -> str:
     """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row of
     H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM
-    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS or LLAMA_COMPILE_RUN_IDS, or a
-    row of H200_COMPILE_PAIRS: it set the compile factors), 'width calibration' (a WIDTH_RUN_IDS row: it set the width
-    curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a
+    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS or
+    LLAMA_COMPILE_RUN_IDS, or a row of H200_COMPILE_PAIRS: it set the compile factors), 'width calibration' (a
+    WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a
     COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set
     ULYSSES_BYTES_PER_S), 'act offload calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host
     speed calibration' (a HOST_SPEED_RUNS row: it set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row:

@@ -259,5 +259,6 @@ def test_a_compiled_llama_is_planned_with_llamas_factors_and_gpt2_with_gpt2s():
                                           "8", "--gpu-kind", "h100-80gb"])
         assert result.exit_code == 0, result.output
         notes[model] = next(line for line in result.output.splitlines() if line.startswith("note: compiled:"))
-    assert notes["llama-1b"].startswith("note: compiled: activations x0.64 (layers) and x0.705 (embeddings, head, loss)")
+    assert notes["llama-1b"].startswith("note: compiled: activations x0.64 (layers) and x0.705 (embeddings, head, "
+                                        "loss)")
     assert notes["gpt2"].startswith("note: compiled: activations x0.576 (layers) and x0.337 (embeddings, head, loss)")

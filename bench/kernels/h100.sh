@@ -32,7 +32,8 @@ for round in $(seq "${ROUNDS:-3}"); do
       fp8-rowwise) extra=(--fp8 rowwise) ;;
       liger+fp8) extra=(--kernels liger --fp8 tensorwise) ;;
       fused) extra=(--loss fused) ;;
-      *) echo "bench/kernels/h100.sh: unknown rung '$rung' (base, liger, fp8, fp8-rowwise, liger+fp8, fused, each @MB)" >&2
+      *) echo "bench/kernels/h100.sh: unknown rung '$rung' (base, liger, fp8, fp8-rowwise, liger+fp8, fused," \
+           "each @MB)" >&2
          exit 2 ;;
     esac
     echo "round $round: $rung" >>"$log"

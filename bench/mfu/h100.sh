@@ -30,9 +30,11 @@
 #          the baseline, dsx run, dsx run --loss fused (Liger's fused linear cross-entropy, outside the compiled
 #          graph), each twice in that order, within DEADLINE_S s (default 560)
 set -uo pipefail
-out=${1:?usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama fused-loss)}
+steps="gpt2 part1 ... part7 autocast autocast-llama fused-loss"
+usage="usage: bench/mfu/h100.sh OUT STEP... (steps: $steps)"
+[ $# -gt 1 ] || { echo "$usage" >&2; exit 2; }
+out=$1
 shift
-[ $# -gt 0 ] || { echo "usage: bench/mfu/h100.sh OUT STEP... (steps: gpt2 part1 ... part7 autocast autocast-llama fused-loss)" >&2; exit 2; }
 source bench/gpu/prelude.sh "${WHEELHOUSE:-.whl}" || exit 1
 as_baseline=("${adam[@]}" --ds-set gradient_clipping=0 --ds-set bf16.check_grad_overflow=false)  # what the baseline does
 no_dropout=(--set resid_pdrop=0 --set embd_pdrop=0 --set attn_pdrop=0)
@@ -172,7 +174,7 @@ for step in "$@"; do
       python3 -m dsx report "$res" >>"$log" 2>&1
       ;;
     *)
-      echo "unknown step '$step' (steps: gpt2 part1 ... part7 autocast autocast-llama fused-loss)" >&2
+      echo "unknown step '$step' (steps: $steps)" >&2
       exit 2
       ;;
   esac
