@@ -162,6 +162,10 @@
 #                             sparse-sp4's bigbird run and z3-1b's 4-GPU run with dsx's default and with
 #                             OMP_NUM_THREADS=$(nproc) (the old behaviour), alternating
 #   omp4-z3     ~4 min        z3-1b's 4-GPU run alone: OMP_NUM_THREADS=$(nproc), dsx's default, $(nproc) again
+#   pipe4-omp   ~8 min        the H100 pipe4 and pipe4-dp rows ran with one OpenMP thread per core in every rank (before
+#                             dsx shared the cores out); their ranks make each micro-batch in the timed step. PIPE at
+#                             m = 16 as `dsx run`: 4 stages, then data parallel over 4, each with dsx's default and with
+#                             OMP_NUM_THREADS=$(nproc), alternating; then 4 stages at m = 4 with dsx's default
 #   PIPE = gpt2-xl (vocab 50304, seq 1024), ZeRO-1, bf16, micro-batch 4, torch's fused AdamW, 5 timed steps after 2,
 #   one `dsx sweep --no-prune` over m, the micro-batches per optimizer step (--grad-accum; PIPE_M=4,16 sets them for
 #   every pipe* part: e.g. `PIPE_M=4,16 bash bench/multigpu/run.sh $OUT pipe2 pipe2-dp`, both in one command on one
@@ -170,7 +174,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 replay2 replay3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 replay2 replay3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp pipe4-omp sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -203,6 +207,7 @@ bigbird=(--sparse-attention bigbird --sparse-set block=128)
 z3_1b=(--model llama-1b --zero 3 --micro-batch 4 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1 --no-comm-log)
 pipe=(--model gpt2-xl --vocab-pad 64 --seq-len 1024 --zero 1 --precision bf16 --micro-batch 4 "${adam[@]}"
       --steps 5 --warmup 2 --trial-timeout 200 --no-prune)
+pipe_run=("${pipe[@]:0:$(( ${#pipe[@]} - 3 ))}")  # PIPE without the sweep's --trial-timeout 200 --no-prune
 gpt2=(--model gpt2 --vocab-pad 64 --seq-len 1024 --micro-batch 8 --gpus 2 --steps 20 --warmup 5)
 llama1b=(--model llama-1b --micro-batch 4 --grad-accum 2 --gpus 2 "${adam[@]}" --steps 3 --warmup 2)
 zpp=zero_optimization
@@ -418,6 +423,17 @@ for p in "$@"; do
     pipe4-dp)
       begin "$p"
       dsx_sweep 560 "${pipe[@]}" --gpus 4 --grad-accum "${PIPE_M:-4,16}"
+      finish
+      ;;
+    pipe4-omp)
+      begin "$p"
+      for shape in "--pipeline-stages 4" ""; do
+        # shellcheck disable=SC2086  # $shape: no words or two
+        dsx_run 170 "${pipe_run[@]}" --gpus 4 $shape --grad-accum 16
+        # shellcheck disable=SC2086
+        OMP_NUM_THREADS=$(nproc) dsx_run 170 "${pipe_run[@]}" --gpus 4 $shape --grad-accum 16
+      done
+      dsx_run 170 "${pipe_run[@]}" --gpus 4 --pipeline-stages 4 --grad-accum 4
       finish
       ;;
     onebit2)
