@@ -13,6 +13,7 @@ from dsx.estimate import Setup, estimate, setup_of_row
 from dsx.estimate.states import dropout_free
 from dsx.models import resolve_model
 from dsx.report import tokens_per_s, vs_estimate_table
+from dsx.report.vs_estimate import one_gpu_partner, scaling_error
 from dsx.results import read_rows
 
 NO_DROPOUT = {"resid_pdrop": 0, "embd_pdrop": 0, "attn_pdrop": 0}
@@ -195,8 +196,31 @@ def test_vs_estimate_does_not_judge_the_speed_of_a_row_without_a_warm_up_step():
 def test_vs_estimate_counts_the_judged_rows_whose_speed_is_off_by_more_than_fifteen_percent():
     rows = list(read_rows(ROOT / "bench/multigpu/rows/zeropp2.jsonl"))  # GPT-2 124M ZeRO-3: -41%, -40%, -15%, -12%
     rows += [r for r in read_rows(ROOT / "bench/multigpu/rows/dp4.jsonl") if r["status"] == "ok"]  # within 15%
-    assert vs_estimate_table(rows).legend[-1] == \
-        "speed: 7 judged row(s) (no constant came from them), 2 off by more than 15%"
+    assert "speed: 7 judged row(s) (no constant came from them), 2 off by more than 15%" in \
+        vs_estimate_table(rows).legend
+
+
+def test_vs_estimate_judges_a_multi_gpu_rows_scaling_against_the_one_gpu_row_of_its_command():
+    """llama-1b ZeRO-3 on 4, 2, then 1 H200 in one command, three commands: two machines fast (today's rows 20-29%
+    faster than the estimate), one slow; the n-GPU / 1-GPU ratios leave only the slow machine's 4-GPU row off."""
+    rows = list(read_rows(ROOT / "bench/multigpu/rows/z3-1b.jsonl"))
+    assert [r["world_size"] for r in rows] == [4, 2, 1] * 3
+    legend = vs_estimate_table(rows).legend
+    assert "speed: 9 judged row(s) (no constant came from them), 7 off by more than 15%" in legend
+    assert legend[-1] == ("scaling: 6 of them with a 1-GPU row of their configuration from their command: 1 with the "
+                          "n-GPU / 1-GPU tokens/s ratio off by more than 15% (the machine's own speed taken out)")
+
+
+def test_a_one_gpu_partner_is_of_the_same_configuration_and_command():
+    rows = list(read_rows(ROOT / "bench/multigpu/rows/z3-1b.jsonl"))
+    four, two, one = rows[3:6]
+    assert one_gpu_partner(four, rows) is one and one_gpu_partner(two, rows) is one
+    assert one_gpu_partner(one, rows) is None  # a 1-GPU row has none
+    later = {**one, "time": "2026-11-30T23:59:00+00:00"}  # the same configuration, another command
+    assert one_gpu_partner(four, [four, later]) is None
+    other = {**one, "micro_batch": 2}
+    assert one_gpu_partner(four, [four, other]) is None
+    assert scaling_error(four, 2.0, one, 1.0) == pytest.approx(2.0 / (tokens_per_s(four) / tokens_per_s(one)) - 1)
 
 
 def test_vs_estimate_leaves_a_calibration_row_out_of_the_speed_count():

@@ -8,6 +8,7 @@ and so are rows whose timed steps are not steady (no warm-up step). Run from the
     python bench/estimator/speed_rows.py --multi    # rows of two or more GPUs only
     python bench/estimator/speed_rows.py --rows     # every row off, one line each
     python bench/estimator/speed_rows.py --spread   # the floor: rows of one configuration against each other
+    python bench/estimator/speed_rows.py --against-one-gpu   # each multi-GPU row over its 1-GPU row of one command
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from dsx.estimate import EstimateError, estimate, setup_of_row
 from dsx.estimate.rows import logger_timed
 from dsx.report.facts import model_text, zero_stage
 from dsx.report.load import ReportError
-from dsx.report.vs_estimate import JUDGED_SPEED, SPEED_OFF, speed_error, tokens_per_s
+from dsx.report.vs_estimate import (JUDGED_SPEED, SPEED_OFF, one_gpu_partner, scaling_error, speed_error,
+                                    tokens_per_s)
 from dsx.results import read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,14 +77,36 @@ def spread(rows: list[tuple[str, dict, float]]) -> tuple[int, int, list[float]]:
     return len(repeated), len(deviations), deviations
 
 
+def against_one_gpu(multi_rows: list[tuple[str, dict, float]]) -> list[tuple[str, dict, float, float]]:
+    """[(file, row, error, scaling error)] of the multi-GPU rows with a 1-GPU row of their configuration from their
+    file and command (dsx.report.vs_estimate.one_gpu_partner): the scaling error is the row's error once the machine's
+    own speed is taken out (scaling_error). The 1-GPU row may be a calibration row: here it is the reference."""
+    out, file_rows = [], {}
+    for path, row, error in multi_rows:
+        if path not in file_rows:
+            file_rows[path] = [r for r in read_rows(ROOT / path) if isinstance(r, dict)]
+        one = one_gpu_partner(row, file_rows[path])
+        if one is None:
+            continue
+        try:
+            predicted_one = estimate(setup_of_row(one), search_max=False).tokens_per_s
+        except (EstimateError, KeyError, TypeError):
+            continue
+        predicted = (1 + error) * tokens_per_s(row)
+        out.append((path, row, error, scaling_error(row, predicted, one, predicted_one)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--multi", action="store_true", help="rows of two or more GPUs only")
     parser.add_argument("--rows", action="store_true", help="every row off, one line each")
     parser.add_argument("--spread", action="store_true",
                         help="rows of one configuration measured more than once, against their median")
+    parser.add_argument("--against-one-gpu", action="store_true",
+                        help="multi-GPU rows with a 1-GPU row of one command: the error of the n-GPU / 1-GPU ratio")
     args = parser.parse_args(argv)
-    rows, left_out = judged(args.multi)
+    rows, left_out = judged(args.multi or args.against_one_gpu)
     if not rows:
         print("no judged rows")
         return 1
@@ -93,6 +117,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{groups} configurations measured more than once, {n} rows: {far} of them more than {SPEED_OFF:.0%} "
               f"from their configuration's median tokens/s, median |deviation| {typical:.1%}, largest "
               f"{max(deviations):+.0%} / {min(deviations):+.0%}")
+        return 0
+    if args.against_one_gpu:
+        paired = against_one_gpu(rows)
+        print(f"{len(paired)} of {len(rows)} judged rows of 2+ GPUs have a 1-GPU row of their configuration in their "
+              f"command: {sum(abs(e) > SPEED_OFF for _, _, e, _ in paired)} off by more than {SPEED_OFF:.0%}, "
+              f"{sum(abs(s) > SPEED_OFF for _, _, _, s in paired)} with their n-GPU / 1-GPU ratio off by more than "
+              f"{SPEED_OFF:.0%} (median |error| {statistics.median(abs(e) for _, _, e, _ in paired):.1%}, of the ratio "
+              f"{statistics.median(abs(s) for _, _, _, s in paired):.1%})")
+        for path, row, error, scaling in paired if args.rows else ():
+            print(f"{error:+6.0%} {scaling:+6.0%}  run {row['run_id'][:8]} ({model_text(row)}, "
+                  f"ZeRO-{zero_stage(row)}, micro-batch {row['micro_batch']} x {row['grad_accum']}, "
+                  f"{row['world_size']} x {row['gpu_name']})  {path}")
         return 0
     off = [(path, row, error) for path, row, error in rows if abs(error) > SPEED_OFF]
     print(f"{len(rows)} judged rows{' of 2+ GPUs' if args.multi else ''}: {len(off)} off by more than "

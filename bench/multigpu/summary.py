@@ -227,8 +227,8 @@ def pipeline(rows: list[dict]) -> list[str]:
                        f"| {ideal:.1%} | {fmt(vs_dp, '.1%')} | {fmt(idle, '.1%')} | {reference} |")
     for setup, (a, b) in fits.items():
         key, stages, replicas = setup
-        out.append(f"fit {key[1]} {stages} x {replicas}: step = {a * 1e3:.1f} ms x m + {b * 1e3:.0f} ms; the "
-                   f"1F1B fill and drain alone would be (p-1) x {a * 1e3:.1f} = {(stages - 1) * a * 1e3:.0f} ms")
+        out.append(f"fit {key[1]} on {key[0]}, {stages} x {replicas}: step = {a * 1e3:.1f} ms x m + {b * 1e3:.0f} ms; "
+                   f"the 1F1B fill and drain alone would be (p-1) x {a * 1e3:.1f} = {(stages - 1) * a * 1e3:.0f} ms")
     return out
 
 

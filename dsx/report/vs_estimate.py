@@ -6,6 +6,9 @@ that does not ask for a comparison never pays for it.
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
+
 from dsx.report.facts import label, model_text, nccl_link_changed, speed_not_steady, tokens_per_s
 from dsx.report.table import Table
 from dsx.units import MIB, fmt_gib, fmt_num, fmt_pct
@@ -16,6 +19,45 @@ SPEED_OFF = 0.15
 JUDGED_SPEED = ("judged", "fit calibration")
 """The calibration roles (dsx.calibration.calibration_role) whose speed judges the estimate: no speed constant came
 from them."""
+
+
+SAME_COMMAND_S = 900
+"""A multi-GPU row and a 1-GPU row of its configuration that started this close together ran in one command on one
+machine (bench/multigpu/run.sh runs N GPUs, then 1): the 1-GPU row carries that machine's own speed."""
+
+_BATCH_FIELDS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def scaling_key(row: dict) -> str:
+    """What a multi-GPU row and its 1-GPU row share: the GPU kind, model, batch split, toggles, precision, sparse
+    layout, pipeline, whether the comms logger timed it and the DeepSpeed config but for its batch sizes (which
+    count the GPUs)."""
+    comm = row.get("comm") or {}
+    model = {k: v for k, v in (row.get("model") or {}).items() if k != "dims"}
+    config = {k: v for k, v in (row.get("ds_config") or {}).items() if k not in _BATCH_FIELDS}
+    return json.dumps([row.get("gpu_name"), config, model, row.get("micro_batch"), row.get("grad_accum"),
+                       row.get("toggles"), row.get("sparse_attention"), row.get("pipeline"), row.get("precision"),
+                       bool(comm.get("steps")) and comm.get("counted") != "warm-up"], sort_keys=True, default=str)
+
+
+def one_gpu_partner(row: dict, rows: list[dict]) -> dict | None:
+    """The 1-GPU row of `row`'s configuration among `rows` that ran in its command (SAME_COMMAND_S, the nearest in
+    time), None without one or for a row of one GPU."""
+    if (row.get("world_size") or 1) < 2 or not row.get("time"):
+        return None
+    started = datetime.fromisoformat(row["time"]).timestamp()
+    key = scaling_key(row)
+    partners = [(abs(datetime.fromisoformat(one["time"]).timestamp() - started), i) for i, one in enumerate(rows)
+                if (one.get("world_size") or 1) == 1 and one.get("status") == "ok" and one.get("time")
+                and tokens_per_s(one) and scaling_key(one) == key]
+    near = [(gap, i) for gap, i in partners if gap < SAME_COMMAND_S]
+    return rows[min(near)[1]] if near else None
+
+
+def scaling_error(row: dict, predicted: float, one: dict, predicted_one: float) -> float:
+    """The estimate's n-GPU / 1-GPU tokens/s ratio against the measured one, less 1: a row's speed error once the
+    machine's own speed, which its 1-GPU partner carries, is taken out (what the multi-GPU terms get wrong)."""
+    return (predicted / predicted_one) / (tokens_per_s(row) / tokens_per_s(one)) - 1
 
 
 def vs_estimate_table(rows: list[dict]) -> Table:
@@ -30,15 +72,17 @@ def vs_estimate_table(rows: list[dict]) -> Table:
         "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "speed error", "MiB sent/step",
         "predicted sent",
         "DeepSpeed estimator GiB", "role"])
-    speed_errors = []
+    speed_errors, judged_speed, predicted = [], [], {}
     for r in rows:
         try:
             e = estimate(setup_of_row(r), search_max=False)
         except EstimateError:
             continue
+        predicted[id(r)] = e.tokens_per_s
         role, speed = calibration_role(r), speed_error(r, e.tokens_per_s)
         if isinstance(speed, float) and role in JUDGED_SPEED:
             speed_errors.append(speed)
+            judged_speed.append(r)
         measured = r["memory"]["max"].get("peak_allocated")
         ok = r["status"] == "ok"
         error = _signed_pct((e.peak_allocated - measured) / measured if ok and measured else None)
@@ -72,6 +116,13 @@ def vs_estimate_table(rows: list[dict]) -> Table:
         off = sum(abs(error) > SPEED_OFF for error in speed_errors)
         table.legend.append(f"speed: {len(speed_errors)} judged row(s) (no constant came from them), {off} off by "
                             f"more than {SPEED_OFF:.0%}")
+    scaling = [scaling_error(r, predicted[id(r)], one, predicted[id(one)]) for r in judged_speed
+               if (one := one_gpu_partner(r, rows)) is not None and id(one) in predicted]
+    if scaling:
+        off = sum(abs(error) > SPEED_OFF for error in scaling)
+        table.legend.append(f"scaling: {len(scaling)} of them with a 1-GPU row of their configuration from their "
+                            f"command: {off} with the n-GPU / 1-GPU tokens/s ratio off by more than {SPEED_OFF:.0%} "
+                            f"(the machine's own speed taken out)")
     return table
 
 
