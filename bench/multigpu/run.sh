@@ -169,6 +169,10 @@
 #   z3-4v1      ~6 min        the estimate's 4-GPU / 1-GPU ratio at ZeRO-3, predicted before the run (2026-11-30, h200-141gb,
 #                             a host of 37.4 ns): gpt2-xl as dp2-z3 runs it 57,430 / 16,115 tokens/s (3.56x), llama-1b
 #                             as z3-1b-ckpt runs it 89,285 / 24,911 (3.58x): each on 4 GPUs, then 1
+#   ratio2      ~5 min        the 2-GPU / 1-GPU ratio out of sample, predicted before the run (2026-11-30, h200-141gb, a
+#                             host of 37.4 ns): llama-3b (seq 2048), micro-batch 2 x 4, torch's fused AdamW, eager, 3
+#                             timed steps after 1, no comms logger; ZeRO-2: 39,131 / 18,833 tokens/s (2.08x: the
+#                             optimizer step halves), ZeRO-3: 17,785 / 11,596 (1.53x); each on 2 GPUs, then 1
 #   PIPE = gpt2-xl (vocab 50304, seq 1024), ZeRO-1, bf16, micro-batch 4, torch's fused AdamW, 5 timed steps after 2,
 #   one `dsx sweep --no-prune` over m, the micro-batches per optimizer step (--grad-accum; PIPE_M=4,16 sets them for
 #   every pipe* part: e.g. `PIPE_M=4,16 bash bench/multigpu/run.sh $OUT pipe2 pipe2-dp`, both in one command on one
@@ -177,7 +181,7 @@
 # Every part ends with `dsx report --vs-estimate --format markdown` and summary.py on its rows, in its log.
 set -uo pipefail
 usage="usage: bench/multigpu/run.sh OUT PART... (parts: dp2-z1 nodes2 dp2-z2 dp2-z3 dp2-llama dp2-default pipe2
-  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 replay2 replay3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp pipe4-omp z3-4v1 sweep4 largest4
+  pipe2-dp onebit2 logger2 comm2 logger-z3 logger-warm host2 autocast2 conv1d2 replay2 replay3 zeropp2 dp4 nodes4 dp4-llama pipe4 pipe2x2 pipe4-dp pipe4-omp z3-4v1 ratio2 sweep4 largest4
   largest4-omp long4 sp4-1b sparse-sp4 z3-1b z3-1b-ckpt omp4 omp4-z3)"
 out=${1:?$usage}
 shift
@@ -400,6 +404,16 @@ for p in "$@"; do
       [ "$p" = z3-1b-ckpt ] && ckpt=(--act-ckpt)
       for g in 4 2 1; do
         dsx_run 150 "${z3_1b[@]}" "${ckpt[@]}" --gpus "$g"
+      done
+      finish
+      ;;
+    ratio2)
+      begin "$p"
+      for z in 2 3; do
+        for g in 2 1; do
+          dsx_run 130 --model llama-3b --zero "$z" --micro-batch 2 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1 \
+            --no-comm-log --gpus "$g"
+        done
       done
       finish
       ;;
