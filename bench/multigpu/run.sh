@@ -411,7 +411,7 @@ for p in "$@"; do
       begin "$p"
       for z in 2 3; do
         for g in 2 1; do
-          dsx_run 130 --model llama-3b --zero "$z" --micro-batch 2 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1 \
+          dsx_run 150 --model llama-3b --zero "$z" --micro-batch 2 --grad-accum 4 "${adam[@]}" --steps 3 --warmup 1 \
             --no-comm-log --gpus "$g"
         done
       done
