@@ -75,6 +75,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def as_one_rank() -> None:
+    """The environment torch.distributed reads, for a process that calls deepspeed.initialize without a launcher:
+    rank 0 of 1 on this host (what a launcher set already stays, e.g. torchrun's ranks)."""
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+        os.environ.setdefault(key, value)
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = str(free_port())
+
+
 def package_versions() -> dict[str, str | None]:
     from importlib import metadata
 

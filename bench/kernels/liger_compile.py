@@ -54,13 +54,11 @@ def run_variant(variant: str, model_name: str, seq: int, micro_batch: int, warmu
     import deepspeed
     import torch
 
-    from dsx.host import free_port
+    from dsx.host import as_one_rank
     from dsx.models import assume_unpacked_batches, build_model, resolve_model, synthetic_batch
 
     kernels, eager = parse(variant)
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
-                       ("MASTER_PORT", str(free_port()))):
-        os.environ.setdefault(key, value)
+    as_one_rank()
     assume_unpacked_batches()
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)

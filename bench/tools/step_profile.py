@@ -33,7 +33,7 @@ import torch
 from torch_baseline import make_step  # bench/tools/ is on the path when this script runs
 
 from dsx.models import assume_unpacked_batches, build_model, parse_overrides, resolve_model, synthetic_batch
-from dsx.host import free_port
+from dsx.host import as_one_rank
 
 # Kernel kinds, matched in order on the kernel's name (cuBLAS/CUTLASS names vary by version, hence the list).
 KINDS = (
@@ -226,9 +226,7 @@ def profile_baseline(args, resolved, batch, device) -> dict:
 
 def profile_deepspeed(args, resolved, batch, device) -> dict:
     """The DeepSpeed engine step, as dsx/rank/loop.py runs it: one rank without a launcher, or torchrun's ranks."""
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
-                       ("MASTER_PORT", str(free_port()))):
-        os.environ.setdefault(key, value)
+    as_one_rank()
     import deepspeed
 
     deepspeed.init_distributed()
