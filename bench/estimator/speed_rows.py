@@ -21,10 +21,9 @@ from pathlib import Path
 
 from dsx.calibration import calibration_role
 from dsx.estimate import EstimateError, estimate, setup_of_row
-from dsx.estimate.rows import logger_timed
 from dsx.report.facts import model_text, zero_stage
 from dsx.report.load import ReportError
-from dsx.report.vs_estimate import (JUDGED_SPEED, SPEED_OFF, one_gpu_partner, scaling_error, speed_error,
+from dsx.report.vs_estimate import (JUDGED_SPEED, SPEED_OFF, one_gpu_partner, scaling_error, scaling_key, speed_error,
                                     tokens_per_s)
 from dsx.results import read_rows
 
@@ -57,13 +56,11 @@ def judged(multi: bool) -> tuple[list[tuple[str, dict, float]], dict[str, int]]:
 
 
 def configuration_key(row: dict) -> str:
-    """What fixes a row's speed but the machine it ran on: the GPU kind and count, the DeepSpeed config, the model,
-    the batch split, the toggles, sparse layout, pipeline and whether the comms logger timed it. Two rows with one key
+    """What fixes a row's speed but the machine it ran on: its GPU count and what it shares with the other counts'
+    rows of its configuration (dsx.report.vs_estimate.scaling_key: the GPU kind, the DeepSpeed config, the model, the
+    batch split, the toggles, sparse layout, pipeline and whether the comms logger timed it). Two rows with one key
     ran the same configuration; they differ by host, GPU and the moment."""
-    model = {k: v for k, v in (row.get("model") or {}).items() if k != "dims"}
-    return json.dumps([row.get("gpu_name"), row.get("world_size"), row.get("ds_config"), model, row.get("micro_batch"),
-                       row.get("grad_accum"), row.get("toggles"), row.get("sparse_attention"), row.get("pipeline"),
-                       row.get("precision"), logger_timed(row)], sort_keys=True, default=str)
+    return json.dumps([row.get("world_size"), scaling_key(row)])
 
 
 def spread(rows: list[tuple[str, dict, float]]) -> tuple[int, int, list[float]]:

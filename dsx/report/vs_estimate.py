@@ -32,12 +32,13 @@ def scaling_key(row: dict) -> str:
     """What a multi-GPU row and its 1-GPU row share: the GPU kind, model, batch split, toggles, precision, sparse
     layout, pipeline, whether the comms logger timed it and the DeepSpeed config but for its batch sizes (which
     count the GPUs)."""
-    comm = row.get("comm") or {}
+    from dsx.estimate.rows import logger_timed
+
     model = {k: v for k, v in (row.get("model") or {}).items() if k != "dims"}
     config = {k: v for k, v in (row.get("ds_config") or {}).items() if k not in _BATCH_FIELDS}
     return json.dumps([row.get("gpu_name"), config, model, row.get("micro_batch"), row.get("grad_accum"),
                        row.get("toggles"), row.get("sparse_attention"), row.get("pipeline"), row.get("precision"),
-                       bool(comm.get("steps")) and comm.get("counted") != "warm-up"], sort_keys=True, default=str)
+                       logger_timed(row)], sort_keys=True, default=str)
 
 
 def one_gpu_partner(row: dict, rows: list[dict]) -> dict | None:
