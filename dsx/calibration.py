@@ -373,7 +373,7 @@ comms logger. gpt2-xl: eager, micro-batch 8 x grad-accum 2, the lean settings (b
 llama-3b: checkpointing, micro-batch 4 x grad-accum 4 (run.sh's dp2-llama). Per fetch they give 0.95, 0.26, 0.44 and
 0.21 ms: gpt2-xl's 2-rank steps agree within 12%, its 1-rank steps differ by a third between commands (one ZeRO-3
 GPU's step ran 0.99-1.49 s within one run), so the first pair alone set the constant 2.7x the median. Every other
-multi-GPU ZeRO-3 row is judged (bench/multigpu/README.md)."""
+multi-GPU ZeRO-3 row is judged (bench/multigpu/measured.md)."""
 
 ZERO3_FETCH_RUN_IDS = frozenset(run_id for _, *ids in ZERO3_FETCH_PAIRS for run_id in ids)
 """Every row of ZERO3_FETCH_PAIRS (calibration_role: 'zero3 fetch calibration')."""

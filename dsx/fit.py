@@ -130,7 +130,7 @@ EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 allocator, without expandable segments, split the last gigabytes into blocks too small for the next allocation.
 Measured: --longest's llama-8b answer on an H200 ran out of memory with 4.76 GiB reserved but unallocated (dsx
 counts 2.5 GiB of allocator headroom) and ran with it (bench/long/h200_longest); the 30.2B --largest row on 4 H100s
-ran with it (bench/multigpu/README.md), where the 16.9B row without it reserved 30% more than it allocated."""
+ran with it (bench/multigpu/measured.md), where the 16.9B row without it reserved 30% more than it allocated."""
 
 
 def with_host_margin(capacity: int) -> int:

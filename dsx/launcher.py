@@ -334,7 +334,7 @@ def build_launch(*, plan_json: str | None = None, world_size: int, device: str, 
         if ranks_per_host > 1 and cpu_count and "OMP_NUM_THREADS" not in base_env:
             # unset, each GPU rank's OpenMP (torch's CPU ops, the data's batches, DeepSpeed's CPU Adam) starts one
             # thread per core: 4 ranks on a 64-core host ran 256 threads, and the Ulysses ranks waited 7x longer for
-            # their batches than one rank did (bench/multigpu/README.md); torchrun sets 1 here, dsx the cores' share
+            # their batches than one rank did (bench/multigpu/measured.md); torchrun sets 1 here, dsx the cores' share
             setenv("OMP_NUM_THREADS", str(max(1, cpu_count // ranks_per_host)))
             notes.append(f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} per rank: {cpu_count} cores shared by "
                          f"{ranks_per_host} ranks per host (set OMP_NUM_THREADS to choose)")

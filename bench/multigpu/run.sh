@@ -129,7 +129,7 @@
 #           predicted 114.2 GiB allocated per GPU, host 106.11 GiB per rank, 2,895 tokens/s, 152 TFLOP/s per GPU.
 #        Measured (2026-11-27, 4 x H100, 503 GiB, LARGEST_MIN_TFLOPS=100 and PYTORCH_CUDA_ALLOC_CONF=
 #        expandable_segments:True, no cap): 30.2B, ratio 0.7, micro-batch 6 x ga 1, 137.7 model TFLOP/s per GPU
-#        (predicted 106), 73.4 GiB allocated (73.0), a 7.5-minute command (bench/multigpu/README.md).
+#        (predicted 106), 73.4 GiB allocated (73.0), a 7.5-minute command (bench/multigpu/measured.md).
 #                             Before the run: the CPU-Adam op build (PIN_PROBE=1: a pinned-memory probe, how fast the
 #                             host page-locks memory, as deepspeed.initialize does for the offloaded optimizer state);
 #                             after it, DeepSpeed's log lines of the initialisation with their times ('ds-init:'),
@@ -154,7 +154,7 @@
 #                             heads' layout over the whole sequence), then bigbird on 1 GPU: the same global batch, so
 #                             its loss curve is the 4-GPU one's (learnable data)
 #   z3-1b-ckpt  ~4 min        a third model shape at ZeRO-3 over 4, 2, 1 GPUs for the estimator's ZeRO-3 fetch cost
-#   z3-1b       ~4 min        (gpt2-xl and llama-3b disagree, bench/multigpu/README.md): llama-1b (seq 2048) as
+#   z3-1b       ~4 min        (gpt2-xl and llama-3b disagree, bench/multigpu/measured.md): llama-1b (seq 2048) as
 #                             dp4-llama runs llama-3b (micro-batch 4 x 4, torch's fused AdamW, 3 timed steps after 1,
 #                             --no-comm-log), with checkpointing (z3-1b-ckpt) and without (z3-1b)
 #   omp4        ~7 min        the ranks' OpenMP threads (dsx now gives each of a host's GPU ranks its share of the cores,

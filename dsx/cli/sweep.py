@@ -24,7 +24,7 @@ LOGGER_NOTE = ("note: with fewer than 2 warm-up steps DeepSpeed's comms logger c
                "most (on 2 H200s gpt2-xl's ZeRO-3 step 4.1x, GPT-2 124M's 2.1x, its ZeRO-1 step 1.05x) and skews "
                "the ranking; --warmup 2 counts a warm-up step instead, --no-comm-log counts nothing")
 """Why a multi-GPU sweep with fewer than two warm-up steps ranks trials slowed by the logger (dsx.rank.comms;
-bench/multigpu/README.md, comm2; dsx.calibration's COMM_LOGGER_*)."""
+bench/multigpu/measured.md, comm2; dsx.calibration's COMM_LOGGER_*)."""
 
 
 def _spans_ranks(spec, device: str, visible: int) -> bool:
