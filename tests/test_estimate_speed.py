@@ -211,6 +211,17 @@ def test_vs_estimate_judges_a_multi_gpu_rows_scaling_against_the_one_gpu_row_of_
                           "n-GPU / 1-GPU tokens/s ratio off by more than 15% (the machine's own speed taken out)")
 
 
+def test_vs_estimate_shows_each_multi_gpu_rows_ratio_error_beside_its_speed_error():
+    rows = list(read_rows(ROOT / "bench/multigpu/rows/z3-1b.jsonl"))[3:6]  # 4, 2 and 1 GPU(s), one command
+    table = vs_estimate_table(rows)
+    at, speed = table.columns.index("vs 1 GPU"), table.columns.index("speed error")
+    predicted = {r["world_size"]: estimate(setup_of_row(r), search_max=False).tokens_per_s for r in rows}
+    four, two, one = rows
+    expected = [f"{scaling_error(r, predicted[r['world_size']], one, predicted[1]):+.1%}" for r in (four, two)]
+    assert [line[at] for line in table.rows] == expected + ["-"]
+    assert [line[speed] for line in table.rows][:2] == ["-25.8%", "-28.6%"]  # the machine's speed in them
+
+
 def test_a_one_gpu_partner_is_of_the_same_configuration_and_command():
     rows = list(read_rows(ROOT / "bench/multigpu/rows/z3-1b.jsonl"))
     four, two, one = rows[3:6]

@@ -70,20 +70,26 @@ def vs_estimate_table(rows: list[dict]) -> Table:
 
     table = Table("Predicted vs measured (dsx estimate)", [
         "configuration", "model", "mb", "status", "peak alloc GiB", "predicted", "error", "fit predicted",
-        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "speed error", "MiB sent/step",
-        "predicted sent",
-        "DeepSpeed estimator GiB", "role"])
-    speed_errors, judged_speed, predicted = [], [], {}
+        "host GiB", "predicted host", "tokens/s", "predicted tokens/s", "speed error", "vs 1 GPU",
+        "MiB sent/step", "predicted sent", "DeepSpeed estimator GiB", "role"])
+    estimates = {}
     for r in rows:
         try:
-            e = estimate(setup_of_row(r), search_max=False)
+            estimates[id(r)] = estimate(setup_of_row(r), search_max=False)
         except EstimateError:
             continue
-        predicted[id(r)] = e.tokens_per_s
+    speed_errors, scaling_errors = [], []
+    for r in rows:
+        if (e := estimates.get(id(r))) is None:
+            continue
         role, speed = calibration_role(r), speed_error(r, e.tokens_per_s)
+        one = one_gpu_partner(r, rows) if isinstance(speed, float) else None
+        scaling = (scaling_error(r, e.tokens_per_s, one, estimates[id(one)].tokens_per_s)
+                   if one is not None and id(one) in estimates else None)
         if isinstance(speed, float) and role in JUDGED_SPEED:
             speed_errors.append(speed)
-            judged_speed.append(r)
+            if scaling is not None:
+                scaling_errors.append(scaling)
         measured = r["memory"]["max"].get("peak_allocated")
         ok = r["status"] == "ok"
         error = _signed_pct((e.peak_allocated - measured) / measured if ok and measured else None)
@@ -99,7 +105,7 @@ def vs_estimate_table(rows: list[dict]) -> Table:
             ("fits" if e.fits else "OOM") + ((" ✓" if right else " ✗") if judged else ""),
             fmt_gib(host) if ok and on_host else "-", fmt_gib(e.host_per_rank) if on_host else "-",
             fmt_num(tokens_per_s(r), 0) if ok else "-", fmt_num(e.tokens_per_s, 0), _signed_pct(speed),
-            _mib(sent) if ok else "-", predicted_sent,
+            _signed_pct(scaling), _mib(sent) if ok else "-", predicted_sent,
             fmt_gib(deepspeed_estimator_gpu_bytes(r, e)), role])
     table.legend = [
         "peak alloc: torch's peak allocated on the busiest rank; error: (predicted - measured) / measured; fit "
@@ -112,18 +118,19 @@ def vs_estimate_table(rows: list[dict]) -> Table:
         "the peak RSS per rank, on rows that keep optimizer state or checkpointed inputs in host memory. A row of one "
         "step (no warm-up) is predicted without Adam's moments in its forward/backward: they are made at its first "
         "optimizer step. speed error: (predicted - measured tokens/s) / measured; a row whose timed steps are not "
-        "steady says why instead (no warm-up step: the first step's set-up is in its time)."]
+        "steady says why instead (no warm-up step: the first step's set-up is in its time). vs 1 GPU: on a multi-GPU "
+        "row with a 1-GPU row of its configuration from its command (started within 15 minutes), the predicted "
+        "n-GPU / 1-GPU tokens/s ratio against the measured one, less 1: its speed error with the machine's own speed "
+        "taken out."]
     if speed_errors:
         off = sum(abs(error) > SPEED_OFF for error in speed_errors)
         table.legend.append(f"speed: {len(speed_errors)} judged row(s) (no constant came from them), {off} off by "
                             f"more than {SPEED_OFF:.0%}")
-    scaling = [scaling_error(r, predicted[id(r)], one, predicted[id(one)]) for r in judged_speed
-               if (one := one_gpu_partner(r, rows)) is not None and id(one) in predicted]
-    if scaling:
-        off = sum(abs(error) > SPEED_OFF for error in scaling)
-        table.legend.append(f"scaling: {len(scaling)} of them with a 1-GPU row of their configuration from their "
-                            f"command: {off} with the n-GPU / 1-GPU tokens/s ratio off by more than {SPEED_OFF:.0%} "
-                            f"(the machine's own speed taken out)")
+    if scaling_errors:
+        off = sum(abs(error) > SPEED_OFF for error in scaling_errors)
+        table.legend.append(f"scaling: {len(scaling_errors)} of them with a 1-GPU row of their configuration from "
+                            f"their command: {off} with the n-GPU / 1-GPU tokens/s ratio off by more than "
+                            f"{SPEED_OFF:.0%} (the machine's own speed taken out)")
     return table
 
 
