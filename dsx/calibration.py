@@ -224,13 +224,13 @@ def calibration_role(row: dict) -> str:
     H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM
     outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS or
     LLAMA_COMPILE_RUN_IDS, or a row of H200_COMPILE_PAIRS: it set the compile factors), 'width calibration' (a
-    WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row: it set ZERO3_FETCH_S), 'comm logger calibration' (a
-    COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses calibration' (a ULYSSES_RUN_IDS row: it set
-    ULYSSES_BYTES_PER_S), 'act offload calibration' (an ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host
-    speed calibration' (a HOST_SPEED_RUNS row: it set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row:
-    it set AUTOCAST_S_PER_PARAM), 'bf16 optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set
-    BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration' (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or
-    'judged'."""
+    WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row: it set
+    ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses
+    calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload calibration' (an
+    ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host speed calibration' (a HOST_SPEED_RUNS row: it
+    set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row: it set AUTOCAST_S_PER_PARAM), 'bf16
+    optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration'
+    (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or 'judged'."""
     if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS,
                              *LLAMA_COMPILE_RUN_IDS.values()):
         return "compile calibration"

@@ -195,7 +195,7 @@ def calibrate_compile(rows: list[dict]) -> tuple[float, float, float]:
         peak * setup.gpu.achieved_fraction)
     rest = step_time(setup, setup.micro_batch) - compute
     speedup = compute / (_step(compiled) - rest)
-    return round(layer, 3), round(head, 3), round(speedup, 3)
+    return layer, head, round(speedup, 3)  # the factors rounded by _memory_factors
 
 
 def _memory_factors(by_role: dict[str, dict]) -> tuple[float, float]:

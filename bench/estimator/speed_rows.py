@@ -78,19 +78,22 @@ def against_one_gpu(multi_rows: list[tuple[str, dict, float]]) -> list[tuple[str
     """[(file, row, error, scaling error)] of the multi-GPU rows with a 1-GPU row of their configuration from their
     file and command (dsx.report.vs_estimate.one_gpu_partner): the scaling error is the row's error once the machine's
     own speed is taken out (scaling_error). The 1-GPU row may be a calibration row: here it is the reference."""
-    out, file_rows = [], {}
+    out, file_rows, predicted_ones = [], {}, {}
     for path, row, error in multi_rows:
         if path not in file_rows:
             file_rows[path] = [r for r in read_rows(ROOT / path) if isinstance(r, dict)]
         one = one_gpu_partner(row, file_rows[path])
         if one is None:
             continue
-        try:
-            predicted_one = estimate(setup_of_row(one), search_max=False).tokens_per_s
-        except (EstimateError, KeyError, TypeError):
+        if one["run_id"] not in predicted_ones:  # a 1-GPU row is the partner of each GPU count of its command
+            try:
+                predicted_ones[one["run_id"]] = estimate(setup_of_row(one), search_max=False).tokens_per_s
+            except (EstimateError, KeyError, TypeError):
+                predicted_ones[one["run_id"]] = None
+        if predicted_ones[one["run_id"]] is None:
             continue
         predicted = (1 + error) * tokens_per_s(row)
-        out.append((path, row, error, scaling_error(row, predicted, one, predicted_one)))
+        out.append((path, row, error, scaling_error(row, predicted, one, predicted_ones[one["run_id"]])))
     return out
 
 

@@ -32,9 +32,9 @@ more GPU bytes, f of the host bytes, f of the CPU optimizer step.
 
 Compiled (`--compile`, DeepSpeed's engine.compile()) at ZeRO 0-2: the layers' saved activations, and the
 embeddings/head/loss part with the loss gradients, each x its factor (dsx.calibration.compile_memory_factors: Llama's
-own, GPT-2's for every other family), the compute
-the GPU kind's compile_speedup x faster (dsx.calibration: the H200's eager/compiled pairs of GPT-2 and llama-1b;
-COMPILE_SPEEDUP, one gpt2-xl pair, on the H100); at ZeRO-3, not measured, as eager.
+own, GPT-2's for every other family), the compute the GPU kind's compile_speedup x faster (dsx.calibration: the
+H200's eager/compiled pairs of GPT-2 and llama-1b; COMPILE_SPEEDUP, one gpt2-xl pair, on the H100); at ZeRO-3, not
+measured, as eager.
 
 Speed, per optimizer step of G = grad-accum micro-batches: model FLOPs of the G micro-batches (dsx.flops) x (1 +
 recomputed forward with checkpointing) over the GPU's dense peak times an achieved fraction, + ZeRO-3's
