@@ -7,7 +7,7 @@ tests/test_calibration.py recomputes them from the rows named here and checks th
 re-calibration that is not copied in fails.
 
 Every constant that is not DeepSpeed's layout is calibrated on the named rows; every other row is judged, never
-used to set a constant (`calibration_role` says which a row is).
+used to set a constant (dsx.calibration_roles.calibration_role says which a row is).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class GpuKind:
     slope of step time in micro-batch less attention's share of it."""
     fixed_s_per_param: float
     """Step time that does not grow with the micro-batch (optimizer step, clipping, bucket copies), per parameter;
-    without DeepSpeed's per-tensor overflow check, priced apart (OVERFLOW_CHECK_S_PER_TENSOR)."""
+    without DeepSpeed's per-tensor overflow check, priced apart (OVERFLOW_CHECK_S_PER_TENSOR), and without
+    step_s_per_tensor."""
     cpu_step_s_per_param: dict[int, float]
     """CPU offload: seconds per parameter of DeepSpeedCPUAdam's step and the host<->GPU copies, by ZeRO stage."""
     zero3_s_per_module_pass: float
@@ -63,6 +64,10 @@ class GpuKind:
     """The Python speed (dsx.host.python_loop_ns) of a host on which zero3_s_per_module_pass holds: ZeRO-3's hooks
     run in Python, so a row measured on a host of h ns prices them x h / host_loop_ns (HOST_SPEED_RUNS). 0: not
     measured for this kind, the hooks unscaled."""
+    step_s_per_tensor: float = 0.0
+    """Step time besides fixed_s_per_param and the overflow check, per parameter tensor of a rank's partition: the
+    host's share of the step's fixed work, where machines of one kind differ (H200_STEP_LADDERS). 0: the kind's fixed
+    work priced per parameter alone (the H100's, from one micro-batch ladder)."""
     compile_speedup: float = 0.0
     """Achieved FLOP/s of the compiled model over the eager one on this kind, from its own same-command pairs
     (H200_COMPILE_PAIRS); 0: COMPILE_SPEEDUP, the H100's one pair."""
@@ -194,15 +199,63 @@ calibrate.py: calibrate_host_speed)."""
 HOST_SPEED_RUN_IDS = frozenset(run_id for _, run_id, _ in HOST_SPEED_RUNS)
 """Every row of HOST_SPEED_RUNS (calibration_role: 'host speed calibration')."""
 
+H200_STEP_LADDERS = (  # (file, grad-accum 1 run, grad-accum 4 run): one model on one machine
+    ("bench/estimator/h200_ladder_llama/ladder.jsonl",  # llama-1b mb 2: 162.0, 431.3 ms
+     "3647477ac3f744fa90e5e66e9cfa0dc4", "5bd88d2128564e01851d0d7a77601e38"),
+    ("bench/estimator/h200_ladder_llama3b/ladder.jsonl",  # llama-3b mb 1: 224.6, 562.5 ms
+     "c12f67cd0334433fa1136effcb68f222", "fce0eed10cb147acaafc8ef3a6ec7a49"),
+    ("bench/estimator/h200_ladder_split/ladder.jsonl",  # llama-3b: 242.9, 521.6 ms
+     "1abb8275bbac4720b0aae2ef5e7dd934", "64aaee6af35e497585146b6f228fc037"),
+    ("bench/estimator/h200_ladder_split/ladder.jsonl",  # llama-1b: 121.9, 376.3 ms
+     "02566f7d549a4796a57e770d6dc33cc1", "6b7187795efc413a92432e71dddab571"),
+    ("bench/estimator/h200_ladder_split/ladder.jsonl",  # gpt2-xl mb 8: 327.3, 1,063.7 ms
+     "fa7c82c85223478f945db28d084bde07", "ff46535fde1f4391a13ea2cb9eb5dfdc"),
+    ("bench/estimator/h200_ladder_b/ladder.jsonl",  # llama-3b: 205.0, 549.4 ms
+     "70a753e798bc4168a05a247d88a11bc9", "cf5fa1f553a34dc08071a1b9170e2c71"),
+    ("bench/estimator/h200_ladder_b/ladder.jsonl",  # llama-1b: 123.1, 378.9 ms
+     "cb67b2e407f94397aeaa923c57197be8", "2f4c73eb79dd4b86a1b662774c5bf134"),
+    ("bench/estimator/h200_ladder_b/ladder.jsonl",  # gpt2-xl: 336.9, 1,012.8 ms
+     "d66b2266f82c434da9856345156a9789", "477625506e6c4759b4c37b640ed7dd6e"),
+    ("bench/estimator/h200_ladder_c/ladder.jsonl",  # llama-3b: 204.2, 543.6 ms
+     "025d3540b50c44578d0970a3ec0a312b", "df44284d6c2149b2852728e037bc6672"),
+    ("bench/estimator/h200_ladder_c/ladder.jsonl",  # llama-1b: 124.7, 390.2 ms
+     "d04df4a5853e4c6d8f17305cdcba9526", "a1d95abc196d4ad9a8f2a92fc531863b"),
+    ("bench/estimator/h200_ladder_c/ladder.jsonl",  # gpt2-xl: 332.8, 1,057.7 ms
+     "0dccf606ab8a4749a3973bfc812b29fd", "b1bd66f6b844481ca41845bf76c09440"),
+    ("bench/estimator/h200_ladder_d/ladder.jsonl",  # llama-3b: 205.8, 560.1 ms
+     "a8bdc97707264d4ea468937a2ca05d70", "78dec06907074ac38ecf34cad4c1d647"),
+    ("bench/estimator/h200_ladder_d/ladder.jsonl",  # llama-1b: 121.9, 379.2 ms
+     "9c80e6d87b474e1faefcec7a13b61bb7", "56261663207049a29c3d4158ee938a03"),
+    ("bench/estimator/h200_ladder_d/ladder.jsonl",  # gpt2-xl: 321.2, 1,022.0 ms
+     "d449e0c54ef94e19807e8938ffa23b99", "0a3b1eb4f7c5404ab3b8bbe11bd1557c"),
+)
+"""Grad-accum ladders on one H200 (bench/estimator/ladder.sh: ZeRO-1, bf16 with the overflow check, clipping 1.0,
+torch's fused AdamW, eager, GPT-2's dropout): llama-1b at micro-batch 2, llama-3b at 1, gpt2-xl at 8, each at
+grad-accum 1 and 4, on six machines (2026-11-29 two, 2026-11-30 `split`, 2026-12-01 b, c, d: a fresh machine a
+command). A ladder's intercept (the step less its micro-batches) is what a step pays once: 36-72 ms for llama-1b,
+88-150 for llama-3b, 82-112 for gpt2-xl, where a price per parameter alone (the CALIBRATION_ROWS' intercept) said
+104, 258 and 174. On the ladders' median machine the intercept less the overflow check is 1.72-1.99e-11 s a
+parameter for all three models: H200.fixed_s_per_param, the median (bench/estimator/calibrate.py: calibrate_step).
+What the CALIBRATION_ROWS' machines paid besides it (gpt2-xl: 84 of 174 ms) is host work that varies between
+machines, priced per tensor (H200.step_s_per_tensor): the slow 2026-11-29 machines' llama-3b intercept exceeded the
+others' by 22 ms, where the same excess per parameter would have made it 170. The ladders' slopes are the H200's
+width curve's evidence (step_slope_errors): llama-1b's and llama-3b's micro-batches run at gpt2-xl's achieved rate
+(within 5%), where the H100's curve priced them 16% and 32% faster."""
+
+H200_STEP_LADDER_RUN_IDS = frozenset(run_id for _, *ids in H200_STEP_LADDERS for run_id in ids)
+"""Every row of H200_STEP_LADDERS (calibration_role: 'step calibration')."""
+
 H200 = replace(
     H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
-    context_bytes=2_036_203_520, fragmentation=1.147, achieved_fraction=0.3448, fixed_s_per_param=7.19e-11,
+    context_bytes=2_036_203_520, fragmentation=1.147, achieved_fraction=0.3448, fixed_s_per_param=1.79e-11,
     cpu_step_s_per_param={1: 5.185e-10, 2: 5.185e-10, 3: 9.449e-10}, zero3_s_per_module_pass=1.92e-04,
+    step_s_per_tensor=1.45e-04,
     host_process_bytes={0: 2_196_611_072, 1: 2_196_611_072, 2: 2_196_611_072, 3: 4_572_559_360},
     host_bytes_per_param={1: 21.85, 2: 21.85, 3: 19.97},
     source="H200 SXM host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-29: the CALIBRATION_ROWS of "
-           + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb); the allocator "
-           "headroom and the width curve are the H100's; the host speed from HOST_SPEED_RUNS (calibrate_host_speed)",
+           + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb), the step's "
+           "fixed work split by H200_STEP_LADDERS; the allocator headroom and the width curve are the H100's; the "
+           "host speed from HOST_SPEED_RUNS (calibrate_host_speed)",
     host_loop_ns=37.4,
     compile_speedup=1.541,  # H200_COMPILE_PAIRS (bench/estimator/calibrate.py: calibrate_compile_pairs)
 )
@@ -217,52 +270,6 @@ GPUS: dict[str, GpuKind] = {H100.key: H100, H200.key: H200}
 
 CALIBRATION_FILES: dict[str, tuple[str, ...]] = {H100.key: (CALIBRATION_FILE,), H200.key: H200_CALIBRATION_FILES}
 """The results files each kind's CALIBRATION_ROWS come from (one per command that ran them)."""
-
-
-def calibration_role(row: dict) -> str:
-    """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row of
-    H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM
-    outcome set the headroom; its memory is judged), 'compile calibration' (a compiled row of COMPILE_RUN_IDS or
-    LLAMA_COMPILE_RUN_IDS, or a row of H200_COMPILE_PAIRS: it set the compile factors), 'width calibration' (a
-    WIDTH_RUN_IDS row: it set the width curve), 'zero3 fetch calibration' (a ZERO3_FETCH_PAIRS row: it set
-    ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses
-    calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload calibration' (an
-    ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host speed calibration' (a HOST_SPEED_RUNS row: it
-    set H200.host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS row: it set AUTOCAST_S_PER_PARAM), 'bf16
-    optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration'
-    (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or 'judged'."""
-    if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS,
-                             *LLAMA_COMPILE_RUN_IDS.values()):
-        return "compile calibration"
-    if row.get("run_id") in WIDTH_RUN_IDS:
-        return "width calibration"
-    if row.get("run_id") in ZERO3_FETCH_RUN_IDS:
-        return "zero3 fetch calibration"
-    if row.get("run_id") in COMM_LOGGER_RUN_IDS:
-        return "comm logger calibration"
-    if row.get("run_id") in ULYSSES_RUN_IDS.values():
-        return "ulysses calibration"
-    if row.get("run_id") in ACT_OFFLOAD_RUN_IDS.values():
-        return "act offload calibration"
-    if row.get("run_id") in HOST_SPEED_RUN_IDS:
-        return "host speed calibration"
-    if row.get("run_id") in AUTOCAST_RUN_IDS:
-        return "autocast calibration"
-    if row.get("run_id") in BF16_OPTIMIZER_RUN_IDS:
-        return "bf16 optimizer calibration"
-    if row.get("run_id") in ZERO3_LINK_RUN_IDS:
-        return "zero3 link calibration"
-    if (row.get("toggles") or {}).get("act_ckpt_offload") and row.get("time", "") < FIRST_OFFLOAD_BEFORE:
-        return "first offload"
-    if row.get("run_id") in H200_CALIBRATION_RUN_IDS:
-        return "calibration"
-    if row.get("gpu_name") == H100.name:
-        if row["model"].get("preset") == "gpt2-xl" and row["status"] == "ok" and \
-                ((row.get("sweep") or {}).get("label"), row["micro_batch"]) in CALIBRATION_ROWS.values():
-            return "calibration"
-        if row.get("run_id") in HEADROOM_RUN_IDS:
-            return "fit calibration"
-    return "judged"
 
 
 # --- DeepSpeed's overflow check (ZeRO-1/2) ------------------------------------------------------------------------

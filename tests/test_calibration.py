@@ -16,7 +16,8 @@ import pytest
 
 from conftest import ROOT, load_bench_script
 from dsx.calibration import (ACT_OFFLOAD_FILE, CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_RUN_IDS, HEADROOM_FILE,
-                             HEADROOM_RUN_IDS, ULYSSES_FILE, calibration_role)
+                             HEADROOM_RUN_IDS, ULYSSES_FILE)
+from dsx.calibration_roles import calibration_role
 from dsx.results import read_rows
 
 
@@ -51,6 +52,48 @@ def test_a_calibration_missing_its_rows_names_the_roles_it_lacks():
 
     with pytest.raises(EstimateError, match=r"^dropout calibration rows missing: none$"):  # the row without dropout
         bench_calibrate().calibrate_dropout([{"run_id": DROPOUT_RUN_IDS["dropout"]}])
+
+
+def test_the_h200s_step_ladders_price_three_models_fixed_step_work_alike_per_parameter():
+    """llama-1b (1.24B parameters in 146 tensors), llama-3b (3.21B in 254) and gpt2-xl (1.56B in 580): once the
+    overflow check is taken out, what their steps pay once is one price per parameter within 15% (the median machine's
+    ladders), where a price per tensor would differ 5x between llama-3b and gpt2-xl."""
+    from dsx.calibration import GPUS
+
+    per_param = bench_calibrate().step_per_param()
+    assert sorted(per_param) == ["gpt2-xl", "llama-1b", "llama-3b"]
+    assert max(per_param.values()) / min(per_param.values()) < 1.15
+    assert bench_calibrate().calibrate_step() == GPUS["h200-141gb"].fixed_s_per_param == 1.79e-11
+
+
+def test_the_h200s_per_tensor_step_work_is_what_its_calibration_machines_paid_besides_the_ladders():
+    """gpt2-xl's checkpointed pair on the 2026-11-29 machines: an intercept of 174 ms less the check (61 ms) and the
+    ladders' per-parameter work (28 ms), over its 580 tensors."""
+    from dsx.calibration import GPUS, H100
+
+    assert GPUS["h200-141gb"].step_s_per_tensor == 1.45e-04
+    assert H100.step_s_per_tensor == 0  # one micro-batch ladder: its fixed work per parameter alone
+
+
+def test_the_step_ladders_rows_are_their_calibration_rows():
+    from dsx.calibration import H200_STEP_LADDERS
+
+    for machine in "bcd":  # this session's three machines: nothing else in their command
+        path = f"bench/estimator/h200_ladder_{machine}/ladder.jsonl"
+        assert Counter(map(calibration_role, read_rows(ROOT / path))) == {"step calibration": 6}
+    assert len({run_id for _, *ids in H200_STEP_LADDERS for run_id in ids}) == 28
+
+
+def test_a_step_ladder_of_two_models_is_refused(monkeypatch):
+    from dsx.estimate import EstimateError
+
+    script = bench_calibrate()
+    path = "bench/estimator/h200_ladder_b/ladder.jsonl"
+    llama3b_one, gpt2xl_four = "70a753e798bc4168a05a247d88a11bc9", "477625506e6c4759b4c37b640ed7dd6e"
+    monkeypatch.setattr(script, "H200_STEP_LADDERS", ((path, llama3b_one, gpt2xl_four),))
+    with pytest.raises(EstimateError, match=rf"^{path}: {llama3b_one}, {gpt2xl_four} are not one model at grad-accum 1 "
+                                            r"and 4$"):
+        script.step_ladders()
 
 
 def test_the_h200s_host_speed_is_what_its_three_hosts_give():

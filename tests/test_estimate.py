@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from dsx.activations import saved_bytes
 from conftest import load_bench_script
-from dsx.calibration import (CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_ROWS, GPUS, HEADROOM_FILE, WIDTH_FILES,
-                             calibration_role)
+from dsx.calibration import CALIBRATION_FILE, CALIBRATION_FILES, CALIBRATION_ROWS, GPUS, HEADROOM_FILE, WIDTH_FILES
+from dsx.calibration_roles import calibration_role
 from dsx.cli import cli
 from dsx.estimate import (Setup, estimate, max_micro_batch, model_states, setup_of_row, step_time,
                           zero3_gathered_params)
@@ -639,9 +639,10 @@ def test_the_h200_constants_are_the_median_of_its_two_calibration_commands():
     is the median of its runs."""
     rows = [row for path in CALIBRATION_FILES["h200-141gb"] for row in read_rows(ROOT / path)]
     kind = GPUS["h200-141gb"]
-    computed = calibrate(rows, kind.key, kind.name)
+    computed = calibrate(rows, kind.key, kind.name, _bench_calibrate.calibrate_step())
     for name in ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
-                 "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes", "host_bytes_per_param"):
+                 "step_s_per_tensor", "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes",
+                 "host_bytes_per_param"):
         assert getattr(computed, name) == getattr(kind, name), name
     first_command = list(read_rows(ROOT / CALIBRATION_FILES["h200-141gb"][0]))
     assert calibrate(first_command, kind.key, kind.name).achieved_fraction != kind.achieved_fraction  # both count

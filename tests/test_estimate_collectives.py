@@ -76,7 +76,8 @@ def test_zero3_over_a_link_slower_than_nvlink_pays_the_calibrated_share_of_its_b
 
 
 def test_the_zero3_link_pairs_are_calibration_rows():
-    from dsx.calibration import ZERO3_LINK_PAIRS, calibration_role
+    from dsx.calibration import ZERO3_LINK_PAIRS
+    from dsx.calibration_roles import calibration_role
 
     for folder, *run_ids in ZERO3_LINK_PAIRS:
         rows = {r["run_id"]: r for r in read_rows(ROOT / folder / "ladder.jsonl")}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dsx.calibration import calibration_role
+from dsx.calibration_roles import calibration_role
 from dsx.estimate import estimate, setup_of_row
 from dsx.estimate.predict import act_offload_bytes, act_offload_seconds
 from dsx.estimate.states import LATE_GRADIENTS

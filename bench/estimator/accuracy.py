@@ -2,7 +2,7 @@
 
 Run from the repo root:  python bench/estimator/accuracy.py [--plot bench/estimator/predicted_vs_measured.png]
 
-Roles (dsx.calibration.calibration_role): 'calibration' rows set the constants and are left out of every figure;
+Roles (dsx.calibration_roles.calibration_role): 'calibration' rows set the constants and are left out of every figure;
 'fit calibration' rows (the pruned sweep's boundary trials) set the allocator headroom, so they are left out of
 the fit/OOM figure but judged for memory; every other row is judged. --compile rows are judged apart (compiled):
 two of them set the compile factors ('compile calibration'), the others are judged with them.
@@ -14,7 +14,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from dsx.calibration import calibration_role
+from dsx.calibration_roles import calibration_role
 from dsx.estimate import estimate, setup_of_row
 from dsx.report import deepspeed_estimator_gpu_bytes
 from dsx.results import read_rows

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE,
                              COMPILE_HEAD_FACTOR,
-                             COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
+                             COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES, H200_STEP_LADDERS,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, H200_COMPILE_PAIRS,
                              HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, LLAMA_COMPILE_FACTORS, LLAMA_COMPILE_FILE,
@@ -36,7 +36,7 @@ from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, bf16_opti
                                   sent_bytes,
                                   ulysses_bytes,
                                   ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step, zero3_hook_seconds)
-from dsx.estimate.states import attention_seconds, compute_rate
+from dsx.estimate.states import attention_seconds, compute_rate, compute_seconds
 from dsx.gpus import peak_tflops
 from dsx.models import count_modules, count_params, count_tensors, resolve_model
 from dsx.results import read_rows
@@ -44,7 +44,7 @@ from dsx.results import read_rows
 ROOT = Path(__file__).resolve().parents[2]
 
 CALIBRATED = ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
-              "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes", "host_bytes_per_param",
+              "step_s_per_tensor", "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes", "host_bytes_per_param",
               "achieved_hidden")
 """The GpuKind fields `calibrate` sets (allocator_headroom_bytes comes from `calibrate_headroom`, the width curve
 from `calibrate_width`)."""
@@ -68,9 +68,11 @@ def calibration_rows(rows: list[dict]) -> dict[str, dict]:
     return {role: found[0] for role, found in role_rows(rows).items()}
 
 
-def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
+def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | None = None) -> GpuKind:
     """The constants of a GpuKind from the CALIBRATION_ROWS of one model on one GPU, run by one command or more: each
-    role's step time and host memory the median over its rows (a kind run once: that row's)."""
+    role's step time and host memory the median over its rows (a kind run once: that row's). `fixed_s_per_param`:
+    the step's fixed work per parameter from grad-accum ladders of several models (calibrate_step); the checkpointed
+    pair's intercept, one model's, then sets the per-tensor rest (step_s_per_tensor) instead."""
     chosen = role_rows(rows)
     first = {role: found[0] for role, found in chosen.items()}
     memory = [r["memory"]["max"] for found in chosen.values() for r in found]
@@ -82,8 +84,12 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     n, modules = count_params(setup.resolved), count_modules(setup.resolved)
     a, b = first["ckpt_a"]["micro_batch"], first["ckpt_b"]["micro_batch"]
     per_sample = (t["ckpt_b"] - t["ckpt_a"]) / (b - a)
-    # the intercept less the ZeRO-1 overflow check (priced per tensor apart): what every stage pays per parameter
+    # the intercept less the ZeRO-1 overflow check (priced per tensor apart): what every stage pays once a step; with
+    # the ladders' per-parameter price, what is left of it is priced per tensor
     fixed = t["ckpt_a"] - a * per_sample - overflow_check_seconds(setup)
+    per_tensor = 0.0
+    if fixed_s_per_param is not None:
+        per_tensor = (fixed - fixed_s_per_param * n) / count_tensors(setup.resolved)
     peak = (peak_tflops(name, "bf16") or 0.0) * 1e12
     if not peak:
         raise EstimateError(f"no bf16 peak FLOP/s known for {name}")
@@ -99,7 +105,8 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
     return GpuKind(
         key=key, name=name, total_bytes=first["base"]["memory"]["capacity"], context_bytes=context,
         fragmentation=round(fragmentation, 3), achieved_fraction=round(achieved, 4),
-        fixed_s_per_param=float(f"{fixed / n:.3g}"),
+        fixed_s_per_param=float(f"{fixed / n:.3g}") if fixed_s_per_param is None else fixed_s_per_param,
+        step_s_per_tensor=float(f"{per_tensor:.3g}"),
         cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
             (1, (t["offload"] - base - offload_check) / n), (2, (t["offload"] - base - offload_check) / n),
             (3, (t["zero3_offload"] - base - zero3 * 2 * modules) / n))},
@@ -110,6 +117,55 @@ def calibrate(rows: list[dict], key: str, name: str) -> GpuKind:
                               3: round((rss["zero3_offload"] - rss["zero3"]) / n, 2)},
         source="", achieved_hidden=setup.resolved.hidden_size,
     )
+
+
+def step_ladders(root: Path = ROOT) -> dict[str, list[tuple[float, float]]]:
+    """H200_STEP_LADDERS by model: per machine (the step's intercept, its slope), seconds: the line through the
+    grad-accum 1 and 4 steps, the intercept what a step pays once and the slope what a micro-batch costs."""
+    by_model: dict[str, list[tuple[float, float]]] = {}
+    for path, one_id, four_id in H200_STEP_LADDERS:
+        one, four = pair_rows(root, path, one_id, four_id, "step ladder")
+        if (one["grad_accum"], four["grad_accum"]) != (1, 4) or one["model"] != four["model"]:
+            raise EstimateError(f"{path}: {one_id}, {four_id} are not one model at grad-accum 1 and 4")
+        slope = (_step(four) - _step(one)) / 3
+        by_model.setdefault(one["model"]["preset"], []).append((_step(one) - slope, slope))
+    return by_model
+
+
+def _ladder_setup(root: Path, model: str):
+    """The setup of the first H200_STEP_LADDERS row of `model` (the ladder's configuration, grad-accum 1)."""
+    for path, one_id, four_id in H200_STEP_LADDERS:
+        one = pair_rows(root, path, one_id, four_id, "step ladder")[0]
+        if one["model"]["preset"] == model:
+            return setup_of_row(one)
+    raise EstimateError(f"no step ladder of {model}")
+
+
+def step_per_param(root: Path = ROOT) -> dict[str, float]:
+    """Per H200_STEP_LADDERS model, the median over machines of the ladder's intercept, less the overflow check
+    (priced per tensor apart), over the model's parameters: seconds a step pays once, per parameter."""
+    per_param = {}
+    for model, lines in step_ladders(root).items():
+        setup = _ladder_setup(root, model)
+        intercept = statistics.median(line[0] for line in lines)
+        per_param[model] = (intercept - overflow_check_seconds(setup)) / count_params(setup.resolved)
+    return per_param
+
+
+def calibrate_step(root: Path = ROOT) -> float:
+    """H200.fixed_s_per_param: the median over the models of step_per_param."""
+    return float(f"{statistics.median(step_per_param(root).values()):.3g}")
+
+
+def step_slope_errors(root: Path = ROOT) -> dict[str, float]:
+    """Per H200_STEP_LADDERS model, the estimate's compute for one micro-batch (dsx.calibration.GPUS' H200) against
+    the median over machines of the ladder's slope, less 1: the H200's width curve's evidence."""
+    errors = {}
+    for model, lines in step_ladders(root).items():
+        setup = _ladder_setup(root, model)
+        predicted = compute_seconds(setup, setup.micro_batch, 1)
+        errors[model] = predicted / statistics.median(line[1] for line in lines) - 1
+    return errors
 
 
 def calibrate_overflow_check(root: Path = ROOT) -> float:
@@ -427,8 +483,10 @@ def main(argv: list[str] | None = None) -> int:
     shipped = GPUS[args.kind]
     paths = args.rows or [ROOT / path for path in CALIBRATION_FILES[shipped.key]]
     rows = [row for path in paths for row in read_rows(path)]
-    computed = calibrate(rows, shipped.key, shipped.name)
     h100 = GPUS["h100-80gb"]
+    # the H200's per-step work from its grad-accum ladders (H200_STEP_LADDERS); the H100 has none
+    computed = calibrate(rows, shipped.key, shipped.name,
+                         None if shipped.key == h100.key else calibrate_step())
     if shipped.key == h100.key:  # the headroom's trials and the width curve's rows ran on the H100 only
         computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(
             list(read_rows(args.headroom_rows)), computed))
@@ -438,8 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         computed = replace(computed, allocator_headroom_bytes=h100.allocator_headroom_bytes,
                            width_half_hidden=h100.width_half_hidden, widest_hidden=h100.widest_hidden)
-        print(f"# {shipped.key}: from {', '.join(map(str, paths))}; the allocator headroom and the width curve are "
-              f"the H100's")
+        print(f"# {shipped.key}: from {', '.join(map(str, paths))} and H200_STEP_LADDERS (fixed_s_per_param, "
+              f"step_s_per_tensor); the allocator headroom and the width curve are the H100's")
+        print("# a micro-batch's compute against the ladders' slopes: " + ", ".join(
+            f"{model} {error:+.1%}" for model, error in step_slope_errors().items()))
     print("CALIBRATION_RUN_IDS = {")
     for role, found in role_rows(rows).items():  # one run_id per command that ran the role
         ids = [row["run_id"] for row in found]

@@ -19,7 +19,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from dsx.calibration import calibration_role
+from dsx.calibration_roles import calibration_role
 from dsx.estimate import EstimateError, estimate, setup_of_row
 from dsx.report.facts import model_text, zero_stage
 from dsx.report.load import ReportError

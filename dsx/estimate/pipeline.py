@@ -17,7 +17,8 @@ from typing import Any
 
 from dsx.config_facts import precision_of
 from dsx.estimate.states import (Setup, activation_bytes, compute_seconds, data_parallel, model_states,
-                                 optimizer_state_bytes, overflow_check_seconds, zero_layout)
+                                 optimizer_state_bytes, overflow_check_seconds, step_tensor_seconds,
+                                 zero_layout)
 
 
 def _layouts(setup: Setup) -> list:
@@ -74,7 +75,7 @@ def pipeline_step_time(setup: Setup, micro_batch: int) -> float:
     one_micro = compute_seconds(setup, micro_batch, 1)
     seconds = (m + p - 1) * max(_stage_flop_shares(setup)) * one_micro
     seconds += gpu.fixed_s_per_param * largest / data_parallel(setup)
-    seconds += overflow_check_seconds(setup)
+    seconds += overflow_check_seconds(setup) + step_tensor_seconds(setup)
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * largest / data_parallel(setup)
     return seconds

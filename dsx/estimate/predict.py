@@ -15,7 +15,7 @@ from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
 from dsx.estimate.states import (KEPT_SUB_GROUPS, LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes,
                                  compute_seconds, data_parallel, late_backward_states, model_states,
-                                 offloaded_fraction, optimizer_state_bytes, overflow_check_seconds,
+                                 offloaded_fraction, optimizer_state_bytes, overflow_check_seconds, step_tensor_seconds,
                                  partial_offload_states, zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
@@ -200,6 +200,7 @@ def step_time(setup: Setup, micro_batch: int) -> float:
         return pipeline_step_time(setup, micro_batch)
     # the optimizer step, clipping and bucket copies: over a rank's partition with ZeRO, over every parameter without
     seconds = gpu.fixed_s_per_param * n / (setup.world_size if stage else 1) + overflow_check_seconds(setup)
+    seconds += step_tensor_seconds(setup)
     seconds += compute_seconds(setup, micro_batch, setup.grad_accum)  # a Ulysses rank: its shard's tokens
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size

@@ -17,7 +17,7 @@ SPEED_OFF = 0.15
 """A predicted tokens/s further than this from the measured one is 'off' (issue 30: fix the model of it)."""
 
 JUDGED_SPEED = ("judged", "fit calibration")
-"""The calibration roles (dsx.calibration.calibration_role) whose speed judges the estimate: no speed constant came
+"""The calibration roles (dsx.calibration_roles.calibration_role) whose speed judges the estimate: no speed constant came
 from them."""
 
 
@@ -65,7 +65,7 @@ def vs_estimate_table(rows: list[dict]) -> Table:
     """Predicted (dsx estimate) next to measured for every row whose GPU is calibrated, with the error; DeepSpeed's
     own model-states estimators (estimate_zero2/3_model_states_mem_needs, additional_buffer_factor 1) beside them.
     Imports torch and transformers (the model is built on the meta device)."""
-    from dsx.calibration import calibration_role
+    from dsx.calibration_roles import calibration_role
     from dsx.estimate import EstimateError, estimate, setup_of_row
 
     table = Table("Predicted vs measured (dsx estimate)", [
