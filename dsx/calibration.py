@@ -234,13 +234,12 @@ torch's fused AdamW, eager, GPT-2's dropout): llama-1b at micro-batch 2, llama-3
 grad-accum 1 and 4, on six machines (2026-11-29 two, 2026-11-30 `split`, 2026-12-01 b, c, d: a fresh machine a
 command). A ladder's intercept (the step less its micro-batches) is what a step pays once: 36-72 ms for llama-1b,
 88-150 for llama-3b, 82-112 for gpt2-xl, where a price per parameter alone (the CALIBRATION_ROWS' intercept) said
-104, 258 and 174. On the ladders' median machine the intercept less the overflow check is 1.72-1.99e-11 s a
+104, 258 and 174. On the ladders' median machine the intercept less the overflow check is 1.75-2.00e-11 s a
 parameter for all three models: H200.fixed_s_per_param, the median (bench/estimator/calibrate.py: calibrate_step).
 What the CALIBRATION_ROWS' machines paid besides it (gpt2-xl: 84 of 174 ms) is host work that varies between
-machines, priced per tensor (H200.step_s_per_tensor): the slow 2026-11-29 machines' llama-3b intercept exceeded the
-others' by 22 ms, where the same excess per parameter would have made it 170. The ladders' slopes are the H200's
-width curve's evidence (step_slope_errors): llama-1b's and llama-3b's micro-batches run at gpt2-xl's achieved rate
-(within 5%), where the H100's curve priced them 16% and 32% faster."""
+machines, priced per tensor (H200.step_s_per_tensor): the slow 2026-11-29 machines paid llama-3b 21 ms and llama-1b
+35 ms more than the median, which gpt2-xl's excess per tensor puts at 37 and 21 ms and per parameter at 173 and 67.
+The ladders' slopes set nothing: they hold a cost per micro-batch besides the compute (bench/estimator/terms.md)."""
 
 H200_STEP_LADDER_RUN_IDS = frozenset(run_id for _, *ids in H200_STEP_LADDERS for run_id in ids)
 """Every row of H200_STEP_LADDERS (calibration_role: 'step calibration')."""

@@ -159,7 +159,8 @@ def calibrate_step(root: Path = ROOT) -> float:
 
 def step_slope_errors(root: Path = ROOT) -> dict[str, float]:
     """Per H200_STEP_LADDERS model, the estimate's compute for one micro-batch (dsx.calibration.GPUS' H200) against
-    the median over machines of the ladder's slope, less 1: the H200's width curve's evidence."""
+    the median over machines of the ladder's slope, less 1: printed, not a constant (a slope holds a cost per
+    micro-batch besides the compute: bench/estimator/terms.md)."""
     errors = {}
     for model, lines in step_ladders(root).items():
         setup = _ladder_setup(root, model)
