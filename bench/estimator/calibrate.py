@@ -20,9 +20,9 @@ from pathlib import Path
 
 from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_FILES, CALIBRATION_ROWS, COMPILE_FILE,
                              COMPILE_HEAD_FACTOR,
-                             COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES, H200_STEP_LADDERS,
+                             COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, H200_COMPILE_PAIRS,
-                             HEADROOM_FILE, HEADROOM_STEP,
+                             H200_STEP_LADDERS, HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, LLAMA_COMPILE_FACTORS, LLAMA_COMPILE_FILE,
                              LLAMA_COMPILE_RUN_IDS, WIDTH_FILES, WIDTH_RUN_IDS,
                              ZERO3_FETCH_PAIRS, ZERO3_FETCH_S,
@@ -44,8 +44,8 @@ from dsx.results import read_rows
 ROOT = Path(__file__).resolve().parents[2]
 
 CALIBRATED = ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
-              "step_s_per_tensor", "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes", "host_bytes_per_param",
-              "achieved_hidden")
+              "step_s_per_tensor", "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes",
+              "host_bytes_per_param", "achieved_hidden")
 """The GpuKind fields `calibrate` sets (allocator_headroom_bytes comes from `calibrate_headroom`, the width curve
 from `calibrate_width`)."""
 
