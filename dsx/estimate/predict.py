@@ -191,8 +191,9 @@ def _host_shares(setup: Setup, pipeline: dict | None) -> tuple[int, int]:
 
 
 def step_time(setup: Setup, micro_batch: int) -> float:
-    """Seconds per optimizer step: fixed per-parameter work + ZeRO-1/2's overflow check per tensor + the compute term
-    (compute_seconds: FLOPs at the achieved rate, attention's kernels) + offload + ZeRO-3."""
+    """Seconds per optimizer step: fixed per-parameter work + ZeRO-1/2's overflow check per tensor + the host's
+    per-tensor work (step_tensor_seconds) + the compute term (compute_seconds: FLOPs at the achieved rate, attention's
+    kernels) + offload + ZeRO-3."""
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu = setup.gpu
     n = _params(setup)
