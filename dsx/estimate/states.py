@@ -474,13 +474,13 @@ def overflow_check_seconds(setup: Setup) -> float:
 def step_tensor_seconds(setup: Setup) -> float:
     """The host's per-tensor share of a step's fixed work (GpuKind.step_s_per_tensor): over the parameter tensors of a
     rank's partition with ZeRO (a pipeline rank: the largest stage's share), every tensor without."""
-    stage = zero_layout(setup.ds_config)[0]
     if not setup.gpu.step_s_per_tensor:
         return 0.0
     from dsx.models import count_tensors
 
     share = largest_stage_share(setup) if setup.pipeline_stages else 1.0
-    return setup.gpu.step_s_per_tensor * count_tensors(setup.resolved) * share / (data_parallel(setup) if stage else 1)
+    ranks = data_parallel(setup) if zero_layout(setup.ds_config)[0] else 1
+    return setup.gpu.step_s_per_tensor * count_tensors(setup.resolved) * share / ranks
 
 
 def largest_stage_share(setup: Setup) -> float:
