@@ -10,6 +10,23 @@ from dsx.calibration import (ACT_OFFLOAD_RUN_IDS, AUTOCAST_RUN_IDS, BF16_OPTIMIZ
                              WIDTH_RUN_IDS, ZERO3_FETCH_RUN_IDS, ZERO3_LINK_RUN_IDS)
 
 
+ROLE_BY_RUN_ID = (
+    (frozenset({COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS,
+                *LLAMA_COMPILE_RUN_IDS.values()}), "compile calibration"),
+    (frozenset(WIDTH_RUN_IDS), "width calibration"),
+    (ZERO3_FETCH_RUN_IDS, "zero3 fetch calibration"),
+    (COMM_LOGGER_RUN_IDS, "comm logger calibration"),
+    (frozenset(ULYSSES_RUN_IDS.values()), "ulysses calibration"),
+    (frozenset(ACT_OFFLOAD_RUN_IDS.values()), "act offload calibration"),
+    (HOST_SPEED_RUN_IDS, "host speed calibration"),
+    (H200_STEP_LADDER_RUN_IDS, "step calibration"),
+    (AUTOCAST_RUN_IDS, "autocast calibration"),
+    (BF16_OPTIMIZER_RUN_IDS, "bf16 optimizer calibration"),
+    (ZERO3_LINK_RUN_IDS, "zero3 link calibration"),
+)
+"""The roles a row has by its run id alone, checked in this order (first match) before the rules by kind and time."""
+
+
 def calibration_role(row: dict) -> str:
     """What a result row is to the calibration: 'calibration' (a CALIBRATION_ROWS configuration on the H100, or a row of
     H200_CALIBRATION_FILES: it set a GPU kind's constants), 'fit calibration' (a HEADROOM_FILE trial: its fit/OOM
@@ -23,29 +40,9 @@ def calibration_role(row: dict) -> str:
     step_s_per_tensor), 'autocast calibration' (an AUTOCAST_PAIRS row: it set AUTOCAST_S_PER_PARAM), 'bf16
     optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration'
     (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or 'judged'."""
-    if row.get("run_id") in (COMPILE_RUN_IDS["layers"], COMPILE_RUN_IDS["head"], *H200_COMPILE_RUN_IDS,
-                             *LLAMA_COMPILE_RUN_IDS.values()):
-        return "compile calibration"
-    if row.get("run_id") in WIDTH_RUN_IDS:
-        return "width calibration"
-    if row.get("run_id") in ZERO3_FETCH_RUN_IDS:
-        return "zero3 fetch calibration"
-    if row.get("run_id") in COMM_LOGGER_RUN_IDS:
-        return "comm logger calibration"
-    if row.get("run_id") in ULYSSES_RUN_IDS.values():
-        return "ulysses calibration"
-    if row.get("run_id") in ACT_OFFLOAD_RUN_IDS.values():
-        return "act offload calibration"
-    if row.get("run_id") in HOST_SPEED_RUN_IDS:
-        return "host speed calibration"
-    if row.get("run_id") in H200_STEP_LADDER_RUN_IDS:
-        return "step calibration"
-    if row.get("run_id") in AUTOCAST_RUN_IDS:
-        return "autocast calibration"
-    if row.get("run_id") in BF16_OPTIMIZER_RUN_IDS:
-        return "bf16 optimizer calibration"
-    if row.get("run_id") in ZERO3_LINK_RUN_IDS:
-        return "zero3 link calibration"
+    for run_ids, role in ROLE_BY_RUN_ID:
+        if row.get("run_id") in run_ids:
+            return role
     if (row.get("toggles") or {}).get("act_ckpt_offload") and row.get("time", "") < FIRST_OFFLOAD_BEFORE:
         return "first offload"
     if row.get("run_id") in H200_CALIBRATION_RUN_IDS:

@@ -119,37 +119,28 @@ def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | 
     )
 
 
-def step_ladders(root: Path = ROOT) -> dict[str, list[tuple[float, float]]]:
-    """H200_STEP_LADDERS by model: per machine (the step's intercept, its slope), seconds: the line through the
-    grad-accum 1 and 4 steps, the intercept what a step pays once and the slope what a micro-batch costs."""
-    by_model: dict[str, list[tuple[float, float]]] = {}
+def step_ladders(root: Path = ROOT) -> dict[str, tuple[object, list[tuple[float, float]]]]:
+    """H200_STEP_LADDERS by model: its setup (the ladder's configuration at grad-accum 1) and per machine (the step's
+    intercept, its slope), seconds: the line through the grad-accum 1 and 4 steps, the intercept what a step pays
+    once and the slope what a micro-batch costs."""
+    by_model: dict[str, tuple[object, list[tuple[float, float]]]] = {}
     for path, one_id, four_id in H200_STEP_LADDERS:
         one, four = pair_rows(root, path, one_id, four_id, "step ladder")
         if (one["grad_accum"], four["grad_accum"]) != (1, 4) or one["model"] != four["model"]:
             raise EstimateError(f"{path}: {one_id}, {four_id} are not one model at grad-accum 1 and 4")
         slope = (_step(four) - _step(one)) / 3
-        by_model.setdefault(one["model"]["preset"], []).append((_step(one) - slope, slope))
+        model = one["model"]["preset"]
+        if model not in by_model:
+            by_model[model] = (setup_of_row(one), [])
+        by_model[model][1].append((_step(one) - slope, slope))
     return by_model
-
-
-def _ladder_setup(root: Path, model: str):
-    """The setup of the first H200_STEP_LADDERS row of `model` (the ladder's configuration, grad-accum 1)."""
-    for path, one_id, four_id in H200_STEP_LADDERS:
-        one = pair_rows(root, path, one_id, four_id, "step ladder")[0]
-        if one["model"]["preset"] == model:
-            return setup_of_row(one)
-    raise EstimateError(f"no step ladder of {model}")
 
 
 def step_per_param(root: Path = ROOT) -> dict[str, float]:
     """Per H200_STEP_LADDERS model, the median over machines of the ladder's intercept, less the overflow check
     (priced per tensor apart), over the model's parameters: seconds a step pays once, per parameter."""
-    per_param = {}
-    for model, lines in step_ladders(root).items():
-        setup = _ladder_setup(root, model)
-        intercept = statistics.median(line[0] for line in lines)
-        per_param[model] = (intercept - overflow_check_seconds(setup)) / count_params(setup.resolved)
-    return per_param
+    return {model: (statistics.median(line[0] for line in lines) - overflow_check_seconds(setup))
+            / count_params(setup.resolved) for model, (setup, lines) in step_ladders(root).items()}
 
 
 def calibrate_step(root: Path = ROOT) -> float:
@@ -161,12 +152,8 @@ def step_slope_errors(root: Path = ROOT) -> dict[str, float]:
     """Per H200_STEP_LADDERS model, the estimate's compute for one micro-batch (dsx.calibration.GPUS' H200) against
     the median over machines of the ladder's slope, less 1: printed, not a constant (a slope holds a cost per
     micro-batch besides the compute: bench/estimator/terms.md)."""
-    errors = {}
-    for model, lines in step_ladders(root).items():
-        setup = _ladder_setup(root, model)
-        predicted = compute_seconds(setup, setup.micro_batch, 1)
-        errors[model] = predicted / statistics.median(line[1] for line in lines) - 1
-    return errors
+    return {model: compute_seconds(setup, setup.micro_batch, 1) / statistics.median(line[1] for line in lines) - 1
+            for model, (setup, lines) in step_ladders(root).items()}
 
 
 def calibrate_overflow_check(root: Path = ROOT) -> float:

@@ -17,8 +17,8 @@ SPEED_OFF = 0.15
 """A predicted tokens/s further than this from the measured one is 'off' (issue 30: fix the model of it)."""
 
 JUDGED_SPEED = ("judged", "fit calibration")
-"""The calibration roles (dsx.calibration_roles.calibration_role) whose speed judges the estimate: no speed constant came
-from them."""
+"""The calibration roles (dsx.calibration_roles.calibration_role) whose speed judges the estimate: no speed constant
+came from them."""
 
 
 SAME_COMMAND_S = 900
