@@ -66,8 +66,12 @@ class GpuKind:
     measured for this kind, the hooks unscaled."""
     step_s_per_tensor: float = 0.0
     """Step time besides fixed_s_per_param and the overflow check, per parameter tensor of a rank's partition: the
-    host's share of the step's fixed work, where machines of one kind differ (H200_STEP_LADDERS). 0: the kind's fixed
-    work priced per parameter alone (the H100's, from one micro-batch ladder)."""
+    host's share of the step's fixed work, where machines of one kind differ (dsx.calibration_ladders). 0: the kind's
+    fixed work priced per parameter alone (the H100's, from one micro-batch ladder)."""
+    micro_batch_s_per_param: float = 0.0
+    """Step time every micro-batch pays besides its compute, per parameter of the model (dsx.calibration_ladders:
+    the grad-accum slope less the micro-batch's samples, at two micro-batches of one model on one machine; ZeRO 0, 1
+    and 2 paid the same). 0: not measured for this kind (the H100's), its calibration's intercept holding it."""
     compile_speedup: float = 0.0
     """Achieved FLOP/s of the compiled model over the eager one on this kind, from its own same-command pairs
     (H200_COMPILE_PAIRS); 0: COMPILE_SPEEDUP, the H100's one pair."""
@@ -199,63 +203,18 @@ calibrate.py: calibrate_host_speed)."""
 HOST_SPEED_RUN_IDS = frozenset(run_id for _, run_id, _ in HOST_SPEED_RUNS)
 """Every row of HOST_SPEED_RUNS (calibration_role: 'host speed calibration')."""
 
-H200_STEP_LADDERS = (  # (file, grad-accum 1 run, grad-accum 4 run): one model on one machine
-    ("bench/estimator/h200_ladder_llama/ladder.jsonl",  # llama-1b mb 2: 162.0, 431.3 ms
-     "3647477ac3f744fa90e5e66e9cfa0dc4", "5bd88d2128564e01851d0d7a77601e38"),
-    ("bench/estimator/h200_ladder_llama3b/ladder.jsonl",  # llama-3b mb 1: 224.6, 562.5 ms
-     "c12f67cd0334433fa1136effcb68f222", "fce0eed10cb147acaafc8ef3a6ec7a49"),
-    ("bench/estimator/h200_ladder_split/ladder.jsonl",  # llama-3b: 242.9, 521.6 ms
-     "1abb8275bbac4720b0aae2ef5e7dd934", "64aaee6af35e497585146b6f228fc037"),
-    ("bench/estimator/h200_ladder_split/ladder.jsonl",  # llama-1b: 121.9, 376.3 ms
-     "02566f7d549a4796a57e770d6dc33cc1", "6b7187795efc413a92432e71dddab571"),
-    ("bench/estimator/h200_ladder_split/ladder.jsonl",  # gpt2-xl mb 8: 327.3, 1,063.7 ms
-     "fa7c82c85223478f945db28d084bde07", "ff46535fde1f4391a13ea2cb9eb5dfdc"),
-    ("bench/estimator/h200_ladder_b/ladder.jsonl",  # llama-3b: 205.0, 549.4 ms
-     "70a753e798bc4168a05a247d88a11bc9", "cf5fa1f553a34dc08071a1b9170e2c71"),
-    ("bench/estimator/h200_ladder_b/ladder.jsonl",  # llama-1b: 123.1, 378.9 ms
-     "cb67b2e407f94397aeaa923c57197be8", "2f4c73eb79dd4b86a1b662774c5bf134"),
-    ("bench/estimator/h200_ladder_b/ladder.jsonl",  # gpt2-xl: 336.9, 1,012.8 ms
-     "d66b2266f82c434da9856345156a9789", "477625506e6c4759b4c37b640ed7dd6e"),
-    ("bench/estimator/h200_ladder_c/ladder.jsonl",  # llama-3b: 204.2, 543.6 ms
-     "025d3540b50c44578d0970a3ec0a312b", "df44284d6c2149b2852728e037bc6672"),
-    ("bench/estimator/h200_ladder_c/ladder.jsonl",  # llama-1b: 124.7, 390.2 ms
-     "d04df4a5853e4c6d8f17305cdcba9526", "a1d95abc196d4ad9a8f2a92fc531863b"),
-    ("bench/estimator/h200_ladder_c/ladder.jsonl",  # gpt2-xl: 332.8, 1,057.7 ms
-     "0dccf606ab8a4749a3973bfc812b29fd", "b1bd66f6b844481ca41845bf76c09440"),
-    ("bench/estimator/h200_ladder_d/ladder.jsonl",  # llama-3b: 205.8, 560.1 ms
-     "a8bdc97707264d4ea468937a2ca05d70", "78dec06907074ac38ecf34cad4c1d647"),
-    ("bench/estimator/h200_ladder_d/ladder.jsonl",  # llama-1b: 121.9, 379.2 ms
-     "9c80e6d87b474e1faefcec7a13b61bb7", "56261663207049a29c3d4158ee938a03"),
-    ("bench/estimator/h200_ladder_d/ladder.jsonl",  # gpt2-xl: 321.2, 1,022.0 ms
-     "d449e0c54ef94e19807e8938ffa23b99", "0a3b1eb4f7c5404ab3b8bbe11bd1557c"),
-)
-"""Grad-accum ladders on one H200 (bench/estimator/ladder.sh: ZeRO-1, bf16 with the overflow check, clipping 1.0,
-torch's fused AdamW, eager, GPT-2's dropout): llama-1b at micro-batch 2, llama-3b at 1, gpt2-xl at 8, each at
-grad-accum 1 and 4, on six machines (2026-11-29 two, 2026-11-30 `split`, 2026-12-01 b, c, d: a fresh machine a
-command). A ladder's intercept (the step less its micro-batches) is what a step pays once: 36-72 ms for llama-1b,
-88-150 for llama-3b, 82-112 for gpt2-xl, where a price per parameter alone (the CALIBRATION_ROWS' intercept) said
-104, 258 and 174. On the ladders' median machine the intercept less the overflow check is 1.75-2.00e-11 s a
-parameter for all three models: H200.fixed_s_per_param, the median (bench/estimator/calibrate.py: calibrate_step).
-What the CALIBRATION_ROWS' machines paid besides it (gpt2-xl: 84 of 174 ms) is host work that varies between
-machines, priced per tensor (H200.step_s_per_tensor): the slow 2026-11-29 machines paid llama-3b 21 ms and llama-1b
-35 ms more than the median, which gpt2-xl's excess per tensor puts at 37 and 21 ms and per parameter at 173 and 67.
-The ladders' slopes set nothing: they hold a cost per micro-batch besides the compute (bench/estimator/terms.md)."""
-
-H200_STEP_LADDER_RUN_IDS = frozenset(run_id for _, *ids in H200_STEP_LADDERS for run_id in ids)
-"""Every row of H200_STEP_LADDERS (calibration_role: 'step calibration')."""
-
 H200 = replace(
     H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
     context_bytes=2_036_203_520, fragmentation=1.147, achieved_fraction=0.3448, fixed_s_per_param=1.79e-11,
-    cpu_step_s_per_param={1: 5.185e-10, 2: 5.185e-10, 3: 9.449e-10}, zero3_s_per_module_pass=1.92e-04,
-    step_s_per_tensor=1.45e-04,
+    cpu_step_s_per_param={1: 5.185e-10, 2: 5.185e-10, 3: 9.449e-10}, zero3_s_per_module_pass=2.05e-04,
+    step_s_per_tensor=1.17e-04, micro_batch_s_per_param=1.05e-11,
     host_process_bytes={0: 2_196_611_072, 1: 2_196_611_072, 2: 2_196_611_072, 3: 4_572_559_360},
     host_bytes_per_param={1: 21.85, 2: 21.85, 3: 19.97},
     source="H200 SXM host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-29: the CALIBRATION_ROWS of "
            + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb), the step's "
-           "fixed work split by H200_STEP_LADDERS; the allocator headroom and the width curve are the H100's; the "
-           "host speed from HOST_SPEED_RUNS (calibrate_host_speed)",
-    host_loop_ns=37.4,
+           "fixed work split by the grad-accum ladders of dsx.calibration_ladders; the allocator headroom and the "
+           "width curve are the H100's; the host speed from HOST_SPEED_RUNS (calibrate_host_speed)",
+    host_loop_ns=39.3,
     compile_speedup=1.541,  # H200_COMPILE_PAIRS (bench/estimator/calibrate.py: calibrate_compile_pairs)
 )
 """The H200 SXM: the H100 SXM's GH100 compute with 141 GB of HBM3e (dsx.gpus), calibrated on its own rows as the H100
@@ -341,7 +300,9 @@ measured step difference less the estimate's (the overflow check autocast drops)
 # per tensor, immediate_grad_update being off by default), and at the step takes the norm and clips tensor by tensor.
 # (ZeRO-1/2's gradient path is in the calibration rows' own terms: they ran ZeRO-1.) Priced per parameter tensor and
 # micro-batch, from one pair that differs only in the split of the same 16 samples; the step's own per-tensor share
-# (the norm, the clip) is not separated from it.
+# (the norm, the clip) is not separated from it. On the H200 it comes on top of micro_batch_s_per_param: there a
+# llama-1b ZeRO-0 ladder's slope matched ZeRO-1's (85.0 and 87.0 ms, dsx.calibration_ladders), and its rows come out
+# 5-7% slow with it, but GPT-2 124M's ZeRO-0 rows (bench/estimator/dp2_sync) go from 3-15% to 18-31% fast without it.
 
 BF16_OPTIMIZER_PAIR = ("bench/parity/h100/first.jsonl",  # gpt2-xl, dropout 0, ZeRO-0 bf16, 1 H100, one command
                        "de5083c839a9408d86c6dc163329043d",  # micro-batch 8 x grad-accum 2: 628.6 ms
@@ -384,7 +345,7 @@ multi-GPU ZeRO-3 row is judged (bench/multigpu/measured.md)."""
 ZERO3_FETCH_RUN_IDS = frozenset(run_id for _, *ids in ZERO3_FETCH_PAIRS for run_id in ids)
 """Every row of ZERO3_FETCH_PAIRS (calibration_role: 'zero3 fetch calibration')."""
 
-ZERO3_FETCH_S = 3.86e-04
+ZERO3_FETCH_S = 3.71e-04
 """Seconds a ZeRO-3 rank loses per parameter fetch on several ranks, the median over ZERO3_FETCH_PAIRS of: the
 2-rank step less the 1-rank step, less what the estimate's other terms change between them, over the 2-rank step's
 fetches (bench/estimator/calibrate.py: calibrate_zero3_fetch)."""
@@ -444,7 +405,7 @@ ULYSSES_RUN_IDS = {"group of 4": "f4c52666bc044e4db0d440f7d3b5ae08", "one rank":
 """The pair ULYSSES_BYTES_PER_S comes from (1,119 and 3,397 ms a step). The dense row of the same file, the long4
 rows and every other Ulysses row are judged."""
 
-ULYSSES_BYTES_PER_S = 6.12e10
+ULYSSES_BYTES_PER_S = 6.37e10
 """Bytes a Ulysses rank hands its all-to-alls per second of step time: the group's step less its other terms (x the
 one-rank row's measured / predicted), over the bytes (bench/estimator/calibrate.py: calibrate_ulysses). What ZeRO-2's
 reduction over the group adds at the step's end (12.4 GB a step there against the all-to-alls' 16.1 GB) is folded in:

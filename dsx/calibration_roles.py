@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dsx.calibration import (ACT_OFFLOAD_RUN_IDS, AUTOCAST_RUN_IDS, BF16_OPTIMIZER_RUN_IDS, CALIBRATION_ROWS,
                              COMM_LOGGER_RUN_IDS, COMPILE_RUN_IDS, FIRST_OFFLOAD_BEFORE, H100,
-                             H200_CALIBRATION_RUN_IDS, H200_COMPILE_RUN_IDS, H200_STEP_LADDER_RUN_IDS,
+                             H200_CALIBRATION_RUN_IDS, H200_COMPILE_RUN_IDS,
                              HEADROOM_RUN_IDS, HOST_SPEED_RUN_IDS, LLAMA_COMPILE_RUN_IDS, ULYSSES_RUN_IDS,
                              WIDTH_RUN_IDS, ZERO3_FETCH_RUN_IDS, ZERO3_LINK_RUN_IDS)
+from dsx.calibration_ladders import H200_STEP_LADDER_RUN_IDS
 
 
 ROLE_BY_RUN_ID = (
@@ -36,10 +37,11 @@ def calibration_role(row: dict) -> str:
     ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses
     calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload calibration' (an
     ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host speed calibration' (a HOST_SPEED_RUNS row: it
-    set H200.host_loop_ns), 'step calibration' (an H200_STEP_LADDERS row: it set H200.fixed_s_per_param and
-    step_s_per_tensor), 'autocast calibration' (an AUTOCAST_PAIRS row: it set AUTOCAST_S_PER_PARAM), 'bf16
-    optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration'
-    (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or 'judged'."""
+    set H200.host_loop_ns), 'step calibration' (an H200_STEP_LADDERS or H200_MICRO_BATCH_LADDERS row: it set
+    H200.fixed_s_per_param, micro_batch_s_per_param and step_s_per_tensor), 'autocast calibration' (an AUTOCAST_PAIRS
+    row: it set AUTOCAST_S_PER_PARAM), 'bf16 optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set
+    BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration' (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or
+    'judged'."""
     for run_ids, role in ROLE_BY_RUN_ID:
         if row.get("run_id") in run_ids:
             return role

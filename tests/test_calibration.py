@@ -67,21 +67,39 @@ def test_the_h200s_step_ladders_price_three_models_fixed_step_work_alike_per_par
 
 
 def test_the_h200s_per_tensor_step_work_is_what_its_calibration_machines_paid_besides_the_ladders():
-    """gpt2-xl's checkpointed pair on the 2026-11-29 machines: an intercept of 174 ms less the check (61 ms) and the
-    ladders' per-parameter work (28 ms), over its 580 tensors."""
+    """gpt2-xl's checkpointed pair on the 2026-11-29 machines: an intercept of 174 ms less the check (61 ms), the
+    ladders' per-parameter work (28 ms) and its one micro-batch's own cost (16 ms), over its 580 tensors."""
     from dsx.calibration import GPUS, H100
 
-    assert GPUS["h200-141gb"].step_s_per_tensor == 1.45e-04
+    assert GPUS["h200-141gb"].step_s_per_tensor == 1.17e-04
     assert H100.step_s_per_tensor == 0  # one micro-batch ladder: its fixed work per parameter alone
 
 
-def test_the_step_ladders_rows_are_their_calibration_rows():
-    from dsx.calibration import H200_STEP_LADDERS
+def test_the_h200s_micro_batches_pay_a_price_per_parameter_besides_their_samples():
+    """Grad-accum ladders at two micro-batches of one model on one machine: llama-1b 12.0 ms a micro-batch, llama-3b
+    26.4 and 41.2 ms (two machines), gpt2-xl 19.8 and 70.5 (its small micro-batches wait on the host); the median over
+    the models' medians, per parameter, is what every micro-batch of ZeRO 0-2 pays (the H100 has no such ladders)."""
+    from dsx.calibration import GPUS, H100
 
-    for machine in "bcd":  # this session's three machines: nothing else in their command
+    costs = bench_calibrate().micro_batch_costs()
+    assert {model: [round(cost * 1e3, 1) for _, cost in found] for model, found in costs.items()} == {
+        "llama-3b": [26.4, 41.2], "llama-1b": [12.0], "gpt2-xl": [19.8, 70.5]}
+    assert [round(sample * 1e3, 1) for sample, _ in costs["llama-1b"]] == [37.5]  # a sample at 2,048 tokens
+    assert bench_calibrate().calibrate_micro_batch() == GPUS["h200-141gb"].micro_batch_s_per_param == 1.05e-11
+    assert H100.micro_batch_s_per_param == 0
+
+
+def test_the_step_ladders_rows_are_their_calibration_rows():
+    from dsx.calibration_ladders import H200_MICRO_BATCH_LADDERS, H200_STEP_LADDERS
+
+    for machine in "bcd":  # these three machines' commands ran nothing else
         path = f"bench/estimator/h200_ladder_{machine}/ladder.jsonl"
         assert Counter(map(calibration_role, read_rows(ROOT / path))) == {"step calibration": 6}
     assert len({run_id for _, *ids in H200_STEP_LADDERS for run_id in ids}) == 28
+    assert len({run_id for _, *ids in H200_MICRO_BATCH_LADDERS for run_id in ids}) == 20
+    # beside the ladders, machine b's ZeRO-0, -2 and -3 pairs and machine a's gpt2-xl at micro-batch 2 are judged
+    assert Counter(map(calibration_role, read_rows(ROOT / "bench/estimator/h200_mb_ga_ladder_b/ladder.jsonl"))) == \
+        {"step calibration": 4, "judged": 6}
 
 
 def test_a_step_ladder_of_two_models_is_refused(monkeypatch):
@@ -96,10 +114,22 @@ def test_a_step_ladder_of_two_models_is_refused(monkeypatch):
         script.step_ladders()
 
 
+def test_a_micro_batch_ladder_at_one_micro_batch_is_refused(monkeypatch):
+    from dsx.calibration_ladders import H200_MICRO_BATCH_LADDERS
+    from dsx.estimate import EstimateError
+
+    script = bench_calibrate()
+    path, one, four, _, _ = H200_MICRO_BATCH_LADDERS[1]  # llama-1b at micro-batch 2, given twice
+    monkeypatch.setattr(script, "H200_MICRO_BATCH_LADDERS", ((path, one, four, one, four),))
+    with pytest.raises(EstimateError, match=rf"^{path}: {one}, {four}, {one}, {four} are not one model at two "
+                                            r"micro-batches, grad-accum 1 and 4$"):
+        script.micro_batch_costs()
+
+
 def test_the_h200s_host_speed_is_what_its_three_hosts_give():
     from dsx.calibration import GPUS
 
-    assert bench_calibrate().calibrate_host_speed() == GPUS["h200-141gb"].host_loop_ns == 37.4
+    assert bench_calibrate().calibrate_host_speed() == GPUS["h200-141gb"].host_loop_ns == 39.3
     assert GPUS["h100-80gb"].host_loop_ns == 0  # not measured: the H100's hooks are not scaled
 
 

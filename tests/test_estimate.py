@@ -241,7 +241,7 @@ def test_zero3_on_several_ranks_pays_each_parameter_fetch_it_waits_for():
     setup = _zero3_setup(3, 2)
     assert zero3_fetches_per_step(setup) == 2 * 270
     assert zero3_fetch_seconds(setup) == pytest.approx(ZERO3_FETCH_S * zero3_fetches_per_step(setup))
-    assert ("ZeRO-3 across GPUs: 540 parameter fetches a step at 0.386 ms each (0.21 s, dsx.calibration.ZERO3_FETCH_S;"
+    assert ("ZeRO-3 across GPUs: 540 parameter fetches a step at 0.371 ms each (0.20 s, dsx.calibration.ZERO3_FETCH_S;"
             " over NVLink their bandwidth is in that price)") in estimate(setup, search_max=False).notes
 
 
@@ -303,10 +303,10 @@ def test_zero3s_hooks_scale_with_the_hosts_python_speed_where_the_kind_knows_its
 
     h200 = replace(_zero3_setup(3, 1), gpu=GPUS["h200-141gb"])
     hooks = zero3_hook_seconds(h200)
-    assert zero3_hook_seconds(replace(h200, host_loop_ns=2 * 37.4)) == pytest.approx(2 * hooks)
-    assert step_time(replace(h200, host_loop_ns=2 * 37.4), 8) == pytest.approx(step_time(h200, 8) + hooks)
+    assert zero3_hook_seconds(replace(h200, host_loop_ns=2 * 39.3)) == pytest.approx(2 * hooks)
+    assert step_time(replace(h200, host_loop_ns=2 * 39.3), 8) == pytest.approx(step_time(h200, 8) + hooks)
     h100 = _zero3_setup(3, 1)
-    assert zero3_hook_seconds(replace(h100, host_loop_ns=2 * 37.4)) == zero3_hook_seconds(h100)
+    assert zero3_hook_seconds(replace(h100, host_loop_ns=2 * 39.3)) == zero3_hook_seconds(h100)
     assert zero3_hook_seconds(replace(h200, ds_config={"zero_optimization": {"stage": 1}}, host_loop_ns=99)) == 0
 
 
@@ -314,7 +314,7 @@ def test_a_row_carries_its_hosts_python_speed_into_the_estimate():
     row = next(r for r in read_rows(ROOT / "bench/estimator/h200_host_probe/d/host_probe.jsonl")
                if r["ds_config"]["zero_optimization"]["stage"] == 3)
     assert setup_of_row(row).host_loop_ns == row["host_cpu"]["python_loop_ns"] == 85.2
-    assert "ZeRO-3's hooks: 1.11 s a step on a host of 85.2 ns a Python loop iteration (they run in Python" in " ".join(
+    assert "ZeRO-3's hooks: 1.12 s a step on a host of 85.2 ns a Python loop iteration (they run in Python" in " ".join(
         estimate(setup_of_row(row), search_max=False).notes)
 
 
@@ -327,9 +327,9 @@ def test_a_row_sampled_over_its_run_is_priced_at_the_median_of_its_probes():
     assert setup_of_row(row).host_loop_ns == row["host_cpu"]["python_loop_ns"] == 82.57
 
 
-@pytest.mark.parametrize("flags, hooks", [([], "0.24 s a step on a host of 37.4 ns a Python loop iteration, the "
+@pytest.mark.parametrize("flags, hooks", [([], "0.26 s a step on a host of 39.3 ns a Python loop iteration, the "
                                                "calibration's (--host-speed: another)"),
-                                          (["--host-speed", "74.8"], "0.49 s a step on a host of 74.8 ns")])
+                                          (["--host-speed", "78.6"], "0.52 s a step on a host of 78.6 ns")])
 def test_estimate_prices_zero3s_hooks_for_the_calibration_host_or_the_one_given(flags, hooks):
     out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", "3", "--gpu-kind", "h200-141gb",
                                    "--micro-batch", "8", *flags])
@@ -337,7 +337,7 @@ def test_estimate_prices_zero3s_hooks_for_the_calibration_host_or_the_one_given(
     assert f"ZeRO-3's hooks: {hooks}" in " ".join(out.output.split())
 
 
-@pytest.mark.parametrize("zero, share", [("3", "45%"), ("1", None)])
+@pytest.mark.parametrize("zero, share", [("3", "48%"), ("1", None)])
 def test_estimate_says_when_a_step_waits_on_the_host_and_so_moves_with_the_machine(zero, share):
     out = CliRunner().invoke(cli, ["estimate", "--model", "gpt2-xl", "--zero", zero, "--gpu-kind", "h200-141gb",
                                    "--micro-batch", "8", "--grad-accum", "2"])
@@ -416,7 +416,7 @@ def test_no_fetch_is_priced_on_one_rank_or_below_zero3(stage, world):
 def test_the_fetch_term_brings_the_multi_gpu_zero3_rows_of_two_other_models_closer_to_their_scaling(monkeypatch):
     """llama-1b (with and without checkpointing, 2 x and 4 x H200, three machines) and llama-3b (2 x and 4 x H100, 2 x
     and 4 x H200), none of them a ZERO3_FETCH_PAIRS row, each against the 1-GPU row of its command (the machine's own
-    speed taken out): the n-GPU / 1-GPU ratio's median error 6.5% with the fetch term, 18.5% without. Their absolute
+    speed taken out): the n-GPU / 1-GPU ratio's median error 7.7% with the fetch term, 14.9% without. Their absolute
     errors do not judge the term: one machine ran all of them 17-29% faster than the estimate, its 1-GPU rows too."""
     import statistics
 
@@ -438,7 +438,7 @@ def test_the_fetch_term_brings_the_multi_gpu_zero3_rows_of_two_other_models_clos
     priced = scaling_errors()
     monkeypatch.setattr(predict, "ZERO3_FETCH_S", 0.0)
     unpriced = scaling_errors()
-    assert statistics.median(priced) < 0.10 < 0.15 < statistics.median(unpriced)
+    assert statistics.median(priced) < 0.10 < 0.14 < statistics.median(unpriced)
 
 
 def test_zero3_hooks_cost_per_parameter_tensor_not_per_parameter():
@@ -639,10 +639,11 @@ def test_the_h200_constants_are_the_median_of_its_two_calibration_commands():
     is the median of its runs."""
     rows = [row for path in CALIBRATION_FILES["h200-141gb"] for row in read_rows(ROOT / path)]
     kind = GPUS["h200-141gb"]
-    computed = calibrate(rows, kind.key, kind.name, _bench_calibrate.calibrate_step())
+    computed = calibrate(rows, kind.key, kind.name, _bench_calibrate.calibrate_step(),
+                         _bench_calibrate.calibrate_micro_batch())
     for name in ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
-                 "step_s_per_tensor", "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes",
-                 "host_bytes_per_param"):
+                 "step_s_per_tensor", "micro_batch_s_per_param", "cpu_step_s_per_param", "zero3_s_per_module_pass",
+                 "host_process_bytes", "host_bytes_per_param"):
         assert getattr(computed, name) == getattr(kind, name), name
     first_command = list(read_rows(ROOT / CALIBRATION_FILES["h200-141gb"][0]))
     assert calibrate(first_command, kind.key, kind.name).achieved_fraction != kind.achieved_fraction  # both count

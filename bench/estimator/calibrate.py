@@ -22,7 +22,7 @@ from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_F
                              COMPILE_HEAD_FACTOR,
                              COMPILE_LAYER_FACTOR, COMPILE_RUN_IDS, COMPILE_SPEEDUP, DROPOUT_FILES,
                              DROPOUT_FREE_SPEEDUP, DROPOUT_RUN_IDS, FP8_SPEEDUP, GPUS, H200_COMPILE_PAIRS,
-                             H200_STEP_LADDERS, HEADROOM_FILE, HEADROOM_STEP,
+                             HEADROOM_FILE, HEADROOM_STEP,
                              KERNEL_FILES, KERNEL_PAIRS, LIGER_SPEEDUP, LLAMA_COMPILE_FACTORS, LLAMA_COMPILE_FILE,
                              LLAMA_COMPILE_RUN_IDS, WIDTH_FILES, WIDTH_RUN_IDS,
                              ZERO3_FETCH_PAIRS, ZERO3_FETCH_S,
@@ -31,12 +31,13 @@ from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_F
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, HOST_SPEED_RUNS,
                              BF16_OPTIMIZER_PAIR, BF16_OPTIMIZER_S_PER_TENSOR, LINK_FILES, LINK_PROBE_MIB,
                              NVLINK_BUSBW, ZERO3_LINK_EXPOSED, ZERO3_LINK_PAIRS, GpuKind)
+from dsx.calibration_ladders import H200_MICRO_BATCH_LADDERS, H200_STEP_LADDERS
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, bf16_optimizer_seconds, overflow_check_seconds,
                                   sent_bytes,
                                   ulysses_bytes,
                                   ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step, zero3_hook_seconds)
-from dsx.estimate.states import attention_seconds, compute_rate, compute_seconds
+from dsx.estimate.states import attention_seconds, compute_rate, compute_seconds, micro_batch_seconds
 from dsx.gpus import peak_tflops
 from dsx.models import count_modules, count_params, count_tensors, resolve_model
 from dsx.results import read_rows
@@ -44,8 +45,8 @@ from dsx.results import read_rows
 ROOT = Path(__file__).resolve().parents[2]
 
 CALIBRATED = ("total_bytes", "context_bytes", "fragmentation", "achieved_fraction", "fixed_s_per_param",
-              "step_s_per_tensor", "cpu_step_s_per_param", "zero3_s_per_module_pass", "host_process_bytes",
-              "host_bytes_per_param", "achieved_hidden")
+              "step_s_per_tensor", "micro_batch_s_per_param", "cpu_step_s_per_param", "zero3_s_per_module_pass",
+              "host_process_bytes", "host_bytes_per_param", "achieved_hidden")
 """The GpuKind fields `calibrate` sets (allocator_headroom_bytes comes from `calibrate_headroom`, the width curve
 from `calibrate_width`)."""
 
@@ -68,11 +69,13 @@ def calibration_rows(rows: list[dict]) -> dict[str, dict]:
     return {role: found[0] for role, found in role_rows(rows).items()}
 
 
-def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | None = None) -> GpuKind:
+def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | None = None,
+              micro_batch_s_per_param: float = 0.0) -> GpuKind:
     """The constants of a GpuKind from the CALIBRATION_ROWS of one model on one GPU, run by one command or more: each
     role's step time and host memory the median over its rows (a kind run once: that row's). `fixed_s_per_param`:
     the step's fixed work per parameter from grad-accum ladders of several models (calibrate_step); the checkpointed
-    pair's intercept, one model's, then sets the per-tensor rest (step_s_per_tensor) instead."""
+    pair's intercept, one model's, then sets the per-tensor rest (step_s_per_tensor) instead, less its one
+    micro-batch's `micro_batch_s_per_param` (calibrate_micro_batch), which ZeRO-3's hooks hold at that stage."""
     chosen = role_rows(rows)
     first = {role: found[0] for role, found in chosen.items()}
     memory = [r["memory"]["max"] for found in chosen.values() for r in found]
@@ -89,7 +92,7 @@ def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | 
     fixed = t["ckpt_a"] - a * per_sample - overflow_check_seconds(setup)
     per_tensor = 0.0
     if fixed_s_per_param is not None:
-        per_tensor = (fixed - fixed_s_per_param * n) / count_tensors(setup.resolved)
+        per_tensor = (fixed - (fixed_s_per_param + micro_batch_s_per_param) * n) / count_tensors(setup.resolved)
     peak = (peak_tflops(name, "bf16") or 0.0) * 1e12
     if not peak:
         raise EstimateError(f"no bf16 peak FLOP/s known for {name}")
@@ -98,7 +101,8 @@ def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | 
     achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * (per_sample - attention))
     no_ckpt = replace(setup, act_ckpt=False)
     base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved) + attention_seconds(no_ckpt, 8, 1)
-    zero3 = (t["zero3"] - base) / (2 * modules)  # per module per pass (forward, backward); ZeRO-3 checks no tensor
+    # per module per pass (forward, backward); ZeRO-3 checks no tensor, and its hooks hold its micro-batch's own cost
+    zero3 = (t["zero3"] - base + micro_batch_s_per_param * n) / (2 * modules)
     offload_check = overflow_check_seconds(setup_of_row(first["offload"], setup.gpu))  # ZeRO-2 offload checks each
     rss = {role: int(statistics.median(r["memory"]["max"]["host_rss_peak"] for r in found))
            for role, found in chosen.items()}
@@ -106,10 +110,10 @@ def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | 
         key=key, name=name, total_bytes=first["base"]["memory"]["capacity"], context_bytes=context,
         fragmentation=round(fragmentation, 3), achieved_fraction=round(achieved, 4),
         fixed_s_per_param=float(f"{fixed / n:.3g}") if fixed_s_per_param is None else fixed_s_per_param,
-        step_s_per_tensor=float(f"{per_tensor:.3g}"),
+        step_s_per_tensor=float(f"{per_tensor:.3g}"), micro_batch_s_per_param=micro_batch_s_per_param,
         cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
             (1, (t["offload"] - base - offload_check) / n), (2, (t["offload"] - base - offload_check) / n),
-            (3, (t["zero3_offload"] - base - zero3 * 2 * modules) / n))},
+            (3, (t["zero3_offload"] - base + micro_batch_s_per_param * n - zero3 * 2 * modules) / n))},
         zero3_s_per_module_pass=float(f"{zero3:.3g}"),
         host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
         host_bytes_per_param={1: round((rss["offload"] - rss["base"]) / n, 2),
@@ -148,12 +152,39 @@ def calibrate_step(root: Path = ROOT) -> float:
     return float(f"{statistics.median(step_per_param(root).values()):.3g}")
 
 
+def micro_batch_costs(root: Path = ROOT) -> dict[str, list[tuple[float, float]]]:
+    """H200_MICRO_BATCH_LADDERS by model: per machine (a sample's cost, what a micro-batch pays besides), seconds: the
+    grad-accum slopes at two micro-batches a and b are c + a x s and c + b x s."""
+    by_model: dict[str, list[tuple[float, float]]] = {}
+    for path, *ids in H200_MICRO_BATCH_LADDERS:
+        roles = dict(zip(("first micro-batch, grad-accum 1", "first micro-batch, grad-accum 4",
+                          "second micro-batch, grad-accum 1", "second micro-batch, grad-accum 4"), ids))
+        rows = list(rows_of(list(read_rows(root / path)), roles, "micro-batch ladder").values())
+        a1, a4, b1, b4 = rows
+        if [r["grad_accum"] for r in rows] != [1, 4, 1, 4] or len({json.dumps(r["model"]) for r in rows}) != 1 \
+                or a1["micro_batch"] != a4["micro_batch"] or b1["micro_batch"] != b4["micro_batch"] \
+                or a1["micro_batch"] == b1["micro_batch"]:
+            raise EstimateError(f"{path}: {', '.join(ids)} are not one model at two micro-batches, grad-accum 1 and 4")
+        slope_a, slope_b = ((_step(four) - _step(one)) / 3 for one, four in ((a1, a4), (b1, b4)))
+        sample = (slope_b - slope_a) / (b1["micro_batch"] - a1["micro_batch"])
+        by_model.setdefault(a1["model"]["preset"], []).append((sample, slope_a - a1["micro_batch"] * sample))
+    return by_model
+
+
+def calibrate_micro_batch(root: Path = ROOT) -> float:
+    """H200.micro_batch_s_per_param: the median over the models of the median over machines of micro_batch_costs'
+    cost per micro-batch, over the model's parameters."""
+    per_param = [statistics.median(cost for _, cost in costs) / count_params(resolve_model(model))
+                 for model, costs in micro_batch_costs(root).items()]
+    return float(f"{statistics.median(per_param):.3g}")
+
+
 def step_slope_errors(root: Path = ROOT) -> dict[str, float]:
-    """Per H200_STEP_LADDERS model, the estimate's compute for one micro-batch (dsx.calibration.GPUS' H200) against
-    the median over machines of the ladder's slope, less 1: printed, not a constant (a slope holds a cost per
-    micro-batch besides the compute: bench/estimator/terms.md)."""
-    return {model: compute_seconds(setup, setup.micro_batch, 1) / statistics.median(line[1] for line in lines) - 1
-            for model, (setup, lines) in step_ladders(root).items()}
+    """Per H200_STEP_LADDERS model, the estimate's price of one micro-batch (dsx.calibration.GPUS' H200: its compute
+    and micro_batch_seconds) against the median over machines of the ladder's slope, less 1: printed, not a
+    constant."""
+    return {model: (compute_seconds(setup, setup.micro_batch, 1) + micro_batch_seconds(setup))
+            / statistics.median(line[1] for line in lines) - 1 for model, (setup, lines) in step_ladders(root).items()}
 
 
 def calibrate_overflow_check(root: Path = ROOT) -> float:
@@ -472,9 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.rows or [ROOT / path for path in CALIBRATION_FILES[shipped.key]]
     rows = [row for path in paths for row in read_rows(path)]
     h100 = GPUS["h100-80gb"]
-    # the H200's per-step work from its grad-accum ladders (H200_STEP_LADDERS); the H100 has none
-    computed = calibrate(rows, shipped.key, shipped.name,
-                         None if shipped.key == h100.key else calibrate_step())
+    # the H200's per-step and per-micro-batch work from its grad-accum ladders; the H100 has none
+    computed = (calibrate(rows, shipped.key, shipped.name) if shipped.key == h100.key
+                else calibrate(rows, shipped.key, shipped.name, calibrate_step(), calibrate_micro_batch()))
     if shipped.key == h100.key:  # the headroom's trials and the width curve's rows ran on the H100 only
         computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(
             list(read_rows(args.headroom_rows)), computed))
@@ -484,9 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         computed = replace(computed, allocator_headroom_bytes=h100.allocator_headroom_bytes,
                            width_half_hidden=h100.width_half_hidden, widest_hidden=h100.widest_hidden)
-        print(f"# {shipped.key}: from {', '.join(map(str, paths))} and H200_STEP_LADDERS (fixed_s_per_param, "
-              f"step_s_per_tensor); the allocator headroom and the width curve are the H100's")
-        print("# a micro-batch's compute against the ladders' slopes: " + ", ".join(
+        print(f"# {shipped.key}: from {', '.join(map(str, paths))} and the grad-accum ladders (fixed_s_per_param, "
+              f"micro_batch_s_per_param, step_s_per_tensor); the allocator headroom and the width curve are the H100's")
+        print("# a micro-batch's price against the ladders' slopes: " + ", ".join(
             f"{model} {error:+.1%}" for model, error in step_slope_errors().items()))
     print("CALIBRATION_RUN_IDS = {")
     for role, found in role_rows(rows).items():  # one run_id per command that ran the role

@@ -15,8 +15,9 @@ from dsx.estimate.host import host_bytes, host_notes
 from dsx.estimate.pipeline import pipeline_step_time, pipeline_summary, stage_peaks
 from dsx.estimate.states import (KEPT_SUB_GROUPS, LATE_GRADIENTS, Setup, activation_bytes, checkpointed_input_bytes,
                                  compute_seconds, data_parallel, late_backward_states, model_states,
-                                 offloaded_fraction, optimizer_state_bytes, overflow_check_seconds, step_tensor_seconds,
-                                 partial_offload_states, zero3_gathered_params, zero_layout)
+                                 micro_batch_seconds, offloaded_fraction, optimizer_state_bytes,
+                                 overflow_check_seconds, partial_offload_states, step_tensor_seconds,
+                                 zero3_gathered_params, zero_layout)
 from dsx.fit import binding, fit_resources
 
 
@@ -192,8 +193,8 @@ def _host_shares(setup: Setup, pipeline: dict | None) -> tuple[int, int]:
 
 def step_time(setup: Setup, micro_batch: int) -> float:
     """Seconds per optimizer step: fixed per-parameter work + ZeRO-1/2's overflow check per tensor + the host's
-    per-tensor work (step_tensor_seconds) + the compute term (compute_seconds: FLOPs at the achieved rate, attention's
-    kernels) + offload + ZeRO-3."""
+    per-tensor work (step_tensor_seconds) + each micro-batch's own cost (micro_batch_seconds) + the compute term
+    (compute_seconds: FLOPs at the achieved rate, attention's kernels) + offload + ZeRO-3."""
     stage, offload, _, _ = zero_layout(setup.ds_config)
     gpu = setup.gpu
     n = _params(setup)
@@ -201,7 +202,7 @@ def step_time(setup: Setup, micro_batch: int) -> float:
         return pipeline_step_time(setup, micro_batch)
     # the optimizer step, clipping and bucket copies: over a rank's partition with ZeRO, over every parameter without
     seconds = gpu.fixed_s_per_param * n / (setup.world_size if stage else 1) + overflow_check_seconds(setup)
-    seconds += step_tensor_seconds(setup)
+    seconds += step_tensor_seconds(setup) + micro_batch_seconds(setup)
     seconds += compute_seconds(setup, micro_batch, setup.grad_accum)  # a Ulysses rank: its shard's tokens
     if offload != "none":
         seconds += gpu.cpu_step_s_per_param[stage] * offloaded_fraction(setup) * n / setup.world_size

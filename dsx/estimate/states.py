@@ -483,6 +483,17 @@ def step_tensor_seconds(setup: Setup) -> float:
     return setup.gpu.step_s_per_tensor * count_tensors(setup.resolved) * share / ranks
 
 
+def micro_batch_seconds(setup: Setup) -> float:
+    """What a rank's micro-batches pay besides their compute (GpuKind.micro_batch_s_per_param): per parameter of the
+    model, which every rank's backward runs through, and micro-batch, at ZeRO 0-2 (measured alike there); 0 at
+    ZeRO-3, whose hooks' price holds its micro-batches' own, and with pipeline stages (not measured there)."""
+    if setup.pipeline_stages or zero_layout(setup.ds_config)[0] == 3:
+        return 0.0
+    from dsx.models import count_params
+
+    return setup.gpu.micro_batch_s_per_param * count_params(setup.resolved) * setup.grad_accum
+
+
 def largest_stage_share(setup: Setup) -> float:
     """The largest pipeline stage's share of the model's parameters (what its rank steps, checks and clips)."""
     from dsx.models import count_params
