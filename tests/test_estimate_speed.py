@@ -172,6 +172,22 @@ def test_an_h200_micro_batch_pays_its_own_cost_per_parameter_at_zero_0_to_2(stag
     assert micro_batch_seconds(replace(h200, gpu=GPUS["h100-80gb"])) == 0  # not measured on the H100
 
 
+@pytest.mark.parametrize("gpu, stage, said", [("h200-141gb", 1, True), ("h200-141gb", 3, False),
+                                              ("h100-80gb", 1, False)])
+def test_the_estimate_says_what_each_micro_batch_pays_of_its_own(gpu, stage, said):
+    from dsx.calibration import GPUS
+
+    setup = Setup(resolved=resolve_model("llama-3b"), ds_config={"zero_optimization": {"stage": stage},
+                                                                 "bf16": {"enabled": True}},
+                  world_size=1, micro_batch=1, grad_accum=4, gpu=GPUS[gpu])
+    note = ("each micro-batch's own cost: 134.9 ms a step (33.7 ms a micro-batch besides its samples, 10.5 ps per "
+            "parameter, dsx.calibration.GpuKind.micro_batch_s_per_param, measured at ZeRO 0-2): fewer, larger "
+            "micro-batches pay it fewer times")
+    notes = estimate(setup, search_max=False).notes
+    assert (note in notes) is said
+    assert said or not any(n.startswith("each micro-batch's own cost") for n in notes)
+
+
 @pytest.mark.parametrize("precision, stage, priced", [
     ({"bf16": {"enabled": True}}, 0, True),  # BF16_Optimizer: fp32 accumulators filled tensor by tensor
     ({"bf16": {"enabled": True}}, 1, False),  # ZeRO-1/2 copy whole buckets

@@ -410,6 +410,11 @@ def estimate(setup: Setup, *, search_max: bool = True) -> Estimate:
                          "bf16 at ZeRO-2, GPT-2 124M 1.13x (its overflow check saved more)")
         if stage == 0:
             notes.append(AUTOCAST_AT_ZERO0)
+    if own := micro_batch_seconds(setup):
+        notes.append(f"each micro-batch's own cost: {own * 1e3:,.1f} ms a step ({own / setup.grad_accum * 1e3:,.1f} ms "
+                     f"a micro-batch besides its samples, {setup.gpu.micro_batch_s_per_param * 1e12:.3g} ps per "
+                     "parameter, dsx.calibration.GpuKind.micro_batch_s_per_param, measured at ZeRO 0-2): fewer, "
+                     "larger micro-batches pay it fewer times")
     if accumulate := bf16_optimizer_seconds(setup):
         notes.append(f"DeepSpeed's BF16_Optimizer (bf16 at ZeRO-0): {accumulate * 1e3:,.1f} ms a step adding each "
                      f"gradient into its fp32 copy tensor by tensor ({BF16_OPTIMIZER_S_PER_TENSOR * 1e3:.3g} ms per "
