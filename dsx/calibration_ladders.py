@@ -74,6 +74,6 @@ the models of each model's median (bench/estimator/calibrate.py: calibrate_micro
 llama-1b at micro-batch 2 and ZeRO-0, -2, -3: slopes 85.0, 86.3 and 270.5 ms against ZeRO-1's 87.0 on machine a (the
 cost is the same at ZeRO 0-2; ZeRO-3's hooks are priced apart)."""
 
-H200_STEP_LADDER_RUN_IDS = frozenset(run_id for _, *ids in H200_STEP_LADDERS for run_id in ids) | frozenset(
+H200_LADDER_RUN_IDS = frozenset(run_id for _, *ids in H200_STEP_LADDERS for run_id in ids) | frozenset(
     run_id for _, *ids in H200_MICRO_BATCH_LADDERS for run_id in ids)
 """Every row of H200_STEP_LADDERS and H200_MICRO_BATCH_LADDERS (calibration_role: 'step calibration')."""

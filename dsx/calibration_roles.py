@@ -8,7 +8,7 @@ from dsx.calibration import (ACT_OFFLOAD_RUN_IDS, AUTOCAST_RUN_IDS, BF16_OPTIMIZ
                              H200_CALIBRATION_RUN_IDS, H200_COMPILE_RUN_IDS,
                              HEADROOM_RUN_IDS, HOST_SPEED_RUN_IDS, LLAMA_COMPILE_RUN_IDS, ULYSSES_RUN_IDS,
                              WIDTH_RUN_IDS, ZERO3_FETCH_RUN_IDS, ZERO3_LINK_RUN_IDS)
-from dsx.calibration_ladders import H200_STEP_LADDER_RUN_IDS
+from dsx.calibration_ladders import H200_LADDER_RUN_IDS
 
 
 ROLE_BY_RUN_ID = (
@@ -20,7 +20,7 @@ ROLE_BY_RUN_ID = (
     (frozenset(ULYSSES_RUN_IDS.values()), "ulysses calibration"),
     (frozenset(ACT_OFFLOAD_RUN_IDS.values()), "act offload calibration"),
     (HOST_SPEED_RUN_IDS, "host speed calibration"),
-    (H200_STEP_LADDER_RUN_IDS, "step calibration"),
+    (H200_LADDER_RUN_IDS, "step calibration"),
     (AUTOCAST_RUN_IDS, "autocast calibration"),
     (BF16_OPTIMIZER_RUN_IDS, "bf16 optimizer calibration"),
     (ZERO3_LINK_RUN_IDS, "zero3 link calibration"),

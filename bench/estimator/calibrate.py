@@ -129,15 +129,22 @@ def step_ladders(root: Path = ROOT) -> dict[str, tuple[object, list[tuple[float,
     once and the slope what a micro-batch costs."""
     by_model: dict[str, tuple[object, list[tuple[float, float]]]] = {}
     for path, one_id, four_id in H200_STEP_LADDERS:
-        one, four = pair_rows(root, path, one_id, four_id, "step ladder")
-        if (one["grad_accum"], four["grad_accum"]) != (1, 4) or one["model"] != four["model"]:
-            raise EstimateError(f"{path}: {one_id}, {four_id} are not one model at grad-accum 1 and 4")
-        slope = (_step(four) - _step(one)) / 3
+        one, intercept, slope = ladder_line(root, path, one_id, four_id)
         model = one["model"]["preset"]
         if model not in by_model:
             by_model[model] = (setup_of_row(one), [])
-        by_model[model][1].append((_step(one) - slope, slope))
+        by_model[model][1].append((intercept, slope))
     return by_model
+
+
+def ladder_line(root: Path, path: str, one_id: str, four_id: str) -> tuple[dict, float, float]:
+    """(the grad-accum 1 row, the intercept, the slope) of one model's steps at grad-accum 1 and 4 in `path`, seconds;
+    EstimateError when the two rows are not that."""
+    one, four = pair_rows(root, path, one_id, four_id, "step ladder")
+    if (one["grad_accum"], four["grad_accum"]) != (1, 4) or one["model"] != four["model"]:
+        raise EstimateError(f"{path}: {one_id}, {four_id} are not one model at grad-accum 1 and 4")
+    slope = (_step(four) - _step(one)) / 3
+    return one, _step(one) - slope, slope
 
 
 def step_per_param(root: Path = ROOT) -> dict[str, float]:
@@ -157,17 +164,11 @@ def micro_batch_costs(root: Path = ROOT) -> dict[str, list[tuple[float, float]]]
     grad-accum slopes at two micro-batches a and b are c + a x s and c + b x s."""
     by_model: dict[str, list[tuple[float, float]]] = {}
     for path, *ids in H200_MICRO_BATCH_LADDERS:
-        roles = dict(zip(("first micro-batch, grad-accum 1", "first micro-batch, grad-accum 4",
-                          "second micro-batch, grad-accum 1", "second micro-batch, grad-accum 4"), ids))
-        rows = list(rows_of(list(read_rows(root / path)), roles, "micro-batch ladder").values())
-        a1, a4, b1, b4 = rows
-        if [r["grad_accum"] for r in rows] != [1, 4, 1, 4] or len({json.dumps(r["model"]) for r in rows}) != 1 \
-                or a1["micro_batch"] != a4["micro_batch"] or b1["micro_batch"] != b4["micro_batch"] \
-                or a1["micro_batch"] == b1["micro_batch"]:
+        (a, _, slope_a), (b, _, slope_b) = ladder_line(root, path, *ids[:2]), ladder_line(root, path, *ids[2:])
+        if a["model"] != b["model"] or a["micro_batch"] == b["micro_batch"]:
             raise EstimateError(f"{path}: {', '.join(ids)} are not one model at two micro-batches, grad-accum 1 and 4")
-        slope_a, slope_b = ((_step(four) - _step(one)) / 3 for one, four in ((a1, a4), (b1, b4)))
-        sample = (slope_b - slope_a) / (b1["micro_batch"] - a1["micro_batch"])
-        by_model.setdefault(a1["model"]["preset"], []).append((sample, slope_a - a1["micro_batch"] * sample))
+        sample = (slope_b - slope_a) / (b["micro_batch"] - a["micro_batch"])
+        by_model.setdefault(a["model"]["preset"], []).append((sample, slope_a - a["micro_batch"] * sample))
     return by_model
 
 
