@@ -55,6 +55,18 @@ def test_cublas_kernels_are_matmul_and_a_plain_copy_is_a_copy():
     assert kind_of("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda") == "copy/fill"
 
 
+def test_the_profile_counts_where_the_host_waits_for_the_device_per_step():
+    import torch
+
+    step_profile = load_step_profile()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        x = torch.ones(8)
+        for _ in range(4):
+            (x * 2).sum().item()  # each .item() waits for its value
+    waits = step_profile.kernel_summary(prof, steps=2, wall_s=0.01)["host_waits_per_step"]
+    assert {name: count for name, (count, _) in waits.items()} == {"aten::item": 2.0, "aten::_local_scalar_dense": 2.0}
+
+
 def test_several_ranks_profile_the_deepspeed_step_only(monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr(sys, "argv", ["step_profile.py", "--ds-config", "ds.json"])

@@ -47,6 +47,10 @@ KINDS = (
     ("norm/reduce", r"norm|reduce"),
 )
 
+HOST_WAITS = re.compile(r"^(cuda(Stream|Device|Event)Synchronize|cudaStreamWaitEvent|cudaMemcpy(Async)?|"
+                        r"aten::_local_scalar_dense|aten::item)$")
+"""CPU-side events where the host may wait for the GPU (counted and timed per step by kernel_summary)."""
+
 
 def kind_of(kernel: str) -> str:
     """The first kind whose pattern the kernel's name matches."""
@@ -71,6 +75,14 @@ def kernel_summary(prof, steps: int, wall_s: float) -> dict:
         by_name[name] = by_name.get(name, 0.0) + (end - start) / 1e3
         intervals.append((start, end))
     top = sorted(by_name.items(), key=lambda kv: -kv[1])[:15]
+    # the host waiting on the GPU: where it cannot run ahead of the kernels (ZeRO-3's hooks hide behind them only if
+    # it can); .item() and copies to the host wait too, through these calls
+    waits: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CPU and HOST_WAITS.search(e.name):
+            count_ms = waits.setdefault(e.name, [0, 0.0])
+            count_ms[0] += 1
+            count_ms[1] += e.cpu_time_total / 1e3
     busy_us, last_end = 0.0, None
     for start, end in sorted(intervals):
         if last_end is None or start > last_end:
@@ -84,7 +96,9 @@ def kernel_summary(prof, steps: int, wall_s: float) -> dict:
             "kernel_ms_per_step": {k: round(v / steps, 3) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
             "gpu_busy_ms_per_step": round(busy_ms, 3),
             "gpu_idle_ms_per_step": round(wall_s * 1e3 / steps - busy_ms, 3),
-            "top_kernels_ms_per_step": [[name, kind_of(name), round(ms / steps, 3)] for name, ms in top]}
+            "top_kernels_ms_per_step": [[name, kind_of(name), round(ms / steps, 3)] for name, ms in top],
+            "host_waits_per_step": {name: [count / steps, round(ms / steps, 3)]
+                                    for name, (count, ms) in sorted(waits.items(), key=lambda kv: -kv[1][1])}}
 
 
 def measure(name: str, forward, backward, optimizer_step, device, warmup: int, steps: int,
