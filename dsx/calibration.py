@@ -40,12 +40,13 @@ class GpuKind:
     cpu_step_s_per_param: dict[int, float]
     """CPU offload: seconds per parameter of DeepSpeedCPUAdam's step and the host<->GPU copies, by ZeRO stage."""
     zero3_s_per_module_pass: float
-    """ZeRO-3's extra time per module per forward or backward pass (one GPU: its bookkeeping, no network; three
-    passes under checkpointing, whose recompute runs the hooks again). Per module, not per parameter: DeepSpeed hooks
-    every submodule, with or without parameters of its own, and fetches and releases module by module, so gpt2-xl's
-    632 modules cost more than llama-7b's 423 with four-times-larger weights (per parameter it predicted llama-7b's
-    6.7B 2.8 s a step of hooks that its rows do not show; per parameter tensor it priced a Llama layer's 13 modules
-    as its 9 tensors: bench/tools/h200_zero3_ckpt, bench/estimator/terms.md)."""
+    """The host's time for ZeRO-3's hooks per module per forward or backward pass (one GPU: its bookkeeping, no network;
+    three passes under checkpointing, whose recompute runs the hooks again); a pass shows only what exceeds its
+    compute (dsx.estimate.predict.exposed_hooks). Per module, not per parameter: DeepSpeed hooks every submodule, with
+    or without parameters of its own, and fetches and releases module by module, so gpt2-xl's 632 modules cost more
+    than llama-7b's 423 with four-times-larger weights (per parameter it predicted llama-7b's 6.7B 2.8 s a step of
+    hooks that its rows do not show; per parameter tensor it priced a Llama layer's 13 modules as its 9 tensors:
+    bench/tools/h200_zero3_ckpt, bench/estimator/terms.md)."""
     host_process_bytes: dict[int, int]
     """RSS of one rank without offload (torch, CUDA, transformers, DeepSpeed), by ZeRO stage (ZeRO-3 builds the
     model under zero.Init)."""
@@ -62,8 +63,8 @@ class GpuKind:
     """The widest hidden size the width curve was fitted on: wider models get its factor (not extrapolated)."""
     host_loop_ns: float = 0.0
     """The Python speed (dsx.host.python_loop_ns) of a host on which zero3_s_per_module_pass holds: ZeRO-3's hooks
-    run in Python, so a row measured on a host of h ns prices them x h / host_loop_ns (HOST_SPEED_RUNS). 0: not
-    measured for this kind, the hooks unscaled."""
+    run in Python, so a row measured on a host of h ns prices them x h / host_loop_ns (the H200's: the median host of
+    dsx.calibration_ladders.H200_ZERO3_LADDERS). 0: not measured for this kind, the hooks unscaled."""
     step_s_per_tensor: float = 0.0
     """Step time besides fixed_s_per_param and the overflow check, per parameter tensor of a rank's partition: the
     host's share of the step's fixed work, where machines of one kind differ (dsx.calibration_ladders). 0: the kind's
@@ -147,19 +148,21 @@ HEADROOM_RUN_IDS = frozenset({
 HEADROOM_STEP = 256 * MIB
 """The allocator headroom is the largest shortfall rounded up to this."""
 
-WIDTH_FILES = ("bench/parity/h100/first.jsonl", "bench/parity/h100/gpt2xl.jsonl")
-"""The rows the width curve comes from: issue 29's parity references of llama-7b's shape cut to 8 layers (hidden
-4096, 1.88B parameters), ZeRO-3 without offload, micro-batch 4 x grad-accum 2, eager, one H100 (2026-11-27)."""
+WIDTH_FILES = ("bench/kernels/h100/llama3b.jsonl",)
+"""The rows the width curve comes from: dsx's llama-3b preset (hidden 3,072, 3.21B parameters), ZeRO-1, eager,
+micro-batch 2, torch's fused AdamW, one H100 (2026-11-27, bench/kernels/README.md part 4: the bases beside Liger).
+Until 2026-12-01 it came from llama-7b's shape cut to 8 layers at ZeRO-3 (bench/parity/h100), whose hooks the
+estimate now hides behind the compute (exposed_hooks): rows without ZeRO-3 measure the width alone."""
 
-WIDTH_RUN_IDS = ("67626f5da44a463f89653d23bbbd8542", "828cbf1c242e44508152377286b9bc64")
-"""The two runs of that configuration (28 and 18 timed steps): the width curve's h0 is solved from the median of
-their compute terms against gpt2-xl's (bench/estimator/calibrate.py: calibrate_width). Every other Llama row is
-judged (bench/estimator/terms.md)."""
+WIDTH_RUN_IDS = ("50e1d193b9b1418f8b8953d66fdb2343", "edc66f69d4cc40f29460c04733ac7a11")
+"""The two base runs of that configuration (one command): the width curve's h0 is solved from the median of their
+compute terms against gpt2-xl's (bench/estimator/calibrate.py: calibrate_width). Every other Llama row is judged
+(bench/estimator/terms.md)."""
 
 H100 = GpuKind(
     key="h100-80gb", name="NVIDIA H100 80GB HBM3", total_bytes=85_017_493_504,
     context_bytes=1_900_871_680, fragmentation=1.139, achieved_fraction=0.3117, fixed_s_per_param=5.00e-11,
-    cpu_step_s_per_param={1: 4.791e-10, 2: 4.791e-10, 3: 1.138e-09}, zero3_s_per_module_pass=2.19e-04,
+    cpu_step_s_per_param={1: 4.791e-10, 2: 4.791e-10, 3: 1.138e-09}, zero3_s_per_module_pass=4.24e-04,
     host_process_bytes={0: 2_255_769_600, 1: 2_255_769_600, 2: 2_255_769_600, 3: 4_575_064_064},
     host_bytes_per_param={1: 21.83, 2: 21.83, 3: 19.99},
     source=f"H100 SXM5 host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-23: the CALIBRATION_ROWS of "
@@ -168,7 +171,7 @@ H100 = GpuKind(
            f"(calibrate_width, 2026-11-27)",
     allocator_headroom_bytes=2_684_354_560,  # 2.5 GiB, 10 x HEADROOM_STEP
     link_busbw=NVLINK_BUSBW,
-    achieved_hidden=1600, width_half_hidden=2977, widest_hidden=4096,  # gpt2-xl's width; WIDTH_RUN_IDS
+    achieved_hidden=1600, width_half_hidden=2608, widest_hidden=3072,  # gpt2-xl's width; WIDTH_RUN_IDS
 )
 """The H100 constants: every number but allocator_headroom_bytes and the width curve from CALIBRATION_ROWS, the
 headroom from the out-of-memory trials of HEADROOM_FILE, the width curve from WIDTH_RUN_IDS."""
@@ -195,27 +198,33 @@ HOST_SPEED_RUNS = (  # (file, a ZeRO-3 row's run id, the host's python_loop_ns m
 )
 """One ZeRO-3 configuration (gpt2-xl, one GPU, eager, micro-batch 8 x 2) on three fresh H200 machines, each after
 bench/estimator/host_probe.py (2026-11-29 19:43-19:54 UTC, its probe then the median of 5 runs of 1,000,000 loop
-iterations; before rows recorded dsx.host.python_loop_ns themselves):
-1,045, 1,672 and 1,408 ms a step where ZeRO-1 took 470, 492 and 488. H200.host_loop_ns is the median over them of
-the host speed at which the hooks' share of the step is what zero3_s_per_module_pass prices (bench/estimator/
-calibrate.py: calibrate_host_speed)."""
+iterations; before rows recorded dsx.host.python_loop_ns themselves): 1,045, 1,672 and 1,408 ms a step where ZeRO-1
+took 470, 492 and 488. They set ZERO3_HOST_SENSITIVITY (bench/estimator/calibrate.py: calibrate_host_sensitivity)."""
 
 HOST_SPEED_RUN_IDS = frozenset(run_id for _, run_id, _ in HOST_SPEED_RUNS)
 """Every row of HOST_SPEED_RUNS (calibration_role: 'host speed calibration')."""
 
+ZERO3_HOST_SENSITIVITY = 0.27
+"""How much of a host's slower Python (dsx.host.python_loop_ns over GpuKind.host_loop_ns, less 1) ZeRO-3's hooks
+pay: the loop probe is a noisy measure of what the hooks run at (one host probed at 85.2 ns ran the HOST_SPEED_RUNS
+configuration in 1,028 ms, another at 49.4 ns in 1,045). Per HOST_SPEED_RUNS row, the hooks' time a pass it shows
+over the price at the reference host, less 1, over its host's slowness, less 1; the median (calibrate.py:
+calibrate_host_sensitivity)."""
+
 H200 = replace(
     H100, key="h200-141gb", name="NVIDIA H200", total_bytes=150_109_880_320,
     context_bytes=2_036_203_520, fragmentation=1.147, achieved_fraction=0.3448, fixed_s_per_param=1.79e-11,
-    cpu_step_s_per_param={1: 5.185e-10, 2: 5.185e-10, 3: 9.449e-10}, zero3_s_per_module_pass=2.05e-04,
+    cpu_step_s_per_param={1: 5.185e-10, 2: 5.185e-10, 3: 8.892e-10}, zero3_s_per_module_pass=4.60e-04,
     step_s_per_tensor=1.17e-04, micro_batch_s_per_param=1.05e-11,
     host_process_bytes={0: 2_196_611_072, 1: 2_196_611_072, 2: 2_196_611_072, 3: 4_572_559_360},
     host_bytes_per_param={1: 21.85, 2: 21.85, 3: 19.97},
     source="H200 SXM host, 16 host cores, torch 2.11, DeepSpeed 0.19.8, 2026-11-29: the CALIBRATION_ROWS of "
            + " and ".join(H200_CALIBRATION_FILES) + " (bench/estimator/calibrate.py --kind h200-141gb), the step's "
            "fixed work split by the grad-accum ladders of dsx.calibration_ladders; the allocator headroom and the "
-           "width curve are the H100's; the host speed from HOST_SPEED_RUNS (calibrate_host_speed)",
-    host_loop_ns=39.3,
-    compile_speedup=1.541,  # H200_COMPILE_PAIRS (bench/estimator/calibrate.py: calibrate_compile_pairs)
+           "width curve are the H100's; ZeRO-3's hooks and the host speed from H200_ZERO3_LADDERS "
+           "(calibrate_zero3_hooks)",
+    host_loop_ns=45.8,
+    compile_speedup=1.535,  # H200_COMPILE_PAIRS (bench/estimator/calibrate.py: calibrate_compile_pairs)
 )
 """The H200 SXM: the H100 SXM's GH100 compute with 141 GB of HBM3e (dsx.gpus), calibrated on its own rows as the H100
 was: its achieved rate is 10% above the H100's (the bandwidth of HBM3e: the per-sample slope of the checkpointed pair

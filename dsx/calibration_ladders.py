@@ -74,6 +74,30 @@ the models of each model's median (bench/estimator/calibrate.py: calibrate_micro
 llama-1b at micro-batch 2 and ZeRO-0, -2, -3: slopes 85.0, 86.3 and 270.5 ms against ZeRO-1's 87.0 on machine a (the
 cost is the same at ZeRO 0-2; ZeRO-3's hooks are priced apart)."""
 
-H200_LADDER_RUN_IDS = frozenset(run_id for _, *ids in H200_STEP_LADDERS for run_id in ids) | frozenset(
-    run_id for _, *ids in H200_MICRO_BATCH_LADDERS for run_id in ids)
-"""Every row of H200_STEP_LADDERS and H200_MICRO_BATCH_LADDERS (calibration_role: 'step calibration')."""
+H200_ZERO3_LADDERS = (  # (file, a ZeRO-3 row at grad-accum 1, the same at 4): one model and micro-batch on one machine
+    ("bench/estimator/h200_zero3_ladder/ladder.jsonl",  # llama-1b mb 2: 290.3, 836.2 ms
+     "60d6927ffd7a4ff0a832b0731949b22c", "53fcb665f43842688fd04dc29ffb47d4"),
+    ("bench/estimator/h200_zero3_ladder/ladder.jsonl",  # llama-1b mb 8: 348.8, 1,317.5 ms
+     "55504a2597604257a0a2e4b049c1f138", "393e3f13fa294b3295cb27a319b9dee2"),
+    ("bench/estimator/h200_zero3_ladder/ladder.jsonl",  # gpt2-xl mb 2: 692.3, 1,874.2 ms
+     "4ed0b8f9fbd2425987fd7f653120fc03", "6c6da91ca17044b4a48a7c62ac009b50"),
+    ("bench/estimator/h200_zero3_ladder/ladder.jsonl",  # llama-3b mb 1: 533.2, 1,542.4 ms
+     "01fc3243d05b4aa087c202c9f17986b4", "c4446c7caa024104b94a5be3bb78392a"),
+    ("bench/estimator/h200_zero3_ladder_b/ladder.jsonl",  # llama-1b mb 4: 341.8, 1,026.7 ms
+     "08afbebda15249d28b8b199042f35233", "f210b0d8192349169f574246fb5ef8c8"),
+    ("bench/estimator/h200_zero3_ladder_b/ladder.jsonl",  # gpt2-xl mb 8: 664.8, 2,412.3 ms
+     "1e629487f9b9482eba55be574daf5406", "08c477a26fe64f9db2b7157badee4082"),
+    ("bench/estimator/h200_mb_ga_ladder_b/ladder.jsonl",  # llama-1b mb 2: 241.0, 1,052.5 ms
+     "1c6c7b054ff344378b53def73fae0674", "3b394cd50b714c5fab899e44e77dd537"),
+)
+"""Grad-accum ladders at ZeRO-3 on one H200 (2026-12-01, three fresh machines, ZeRO-3, otherwise as
+H200_STEP_LADDERS; the last pair from H200_MICRO_BATCH_LADDERS' machine b). Each slope less the estimate's slope
+without the hooks is what the hooks showed beyond a micro-batch's compute (95 ms for llama-1b at micro-batch 2, 15 at
+8, where the host waits for the GPU: bench/estimator/terms.md, "ZeRO-3's hooks behind the compute"): each pair's
+price per module and pass, scaled to the ladders' median host speed, and their median are H200.zero3_s_per_module_pass
+and H200.host_loop_ns (bench/estimator/calibrate.py: calibrate_zero3_hooks)."""
+
+H200_LADDER_RUN_IDS = frozenset(run_id for ladders in (H200_STEP_LADDERS, H200_MICRO_BATCH_LADDERS, H200_ZERO3_LADDERS)
+                                for _, *ids in ladders for run_id in ids)
+"""Every row of H200_STEP_LADDERS, H200_MICRO_BATCH_LADDERS and H200_ZERO3_LADDERS (calibration_role: 'step
+calibration')."""

@@ -37,8 +37,9 @@ def calibration_role(row: dict) -> str:
     ZERO3_FETCH_S), 'comm logger calibration' (a COMM_LOGGER_PAIRS row: it set the logger's constants), 'ulysses
     calibration' (a ULYSSES_RUN_IDS row: it set ULYSSES_BYTES_PER_S), 'act offload calibration' (an
     ACT_OFFLOAD_RUN_IDS row: it set ACT_OFFLOAD_BYTES_PER_S), 'host speed calibration' (a HOST_SPEED_RUNS row: it
-    set H200.host_loop_ns), 'step calibration' (an H200_STEP_LADDERS or H200_MICRO_BATCH_LADDERS row: it set
-    H200.fixed_s_per_param, micro_batch_s_per_param and step_s_per_tensor), 'autocast calibration' (an AUTOCAST_PAIRS
+    set ZERO3_HOST_SENSITIVITY), 'step calibration' (an H200_STEP_LADDERS,
+    H200_MICRO_BATCH_LADDERS or H200_ZERO3_LADDERS row: it set H200.fixed_s_per_param, micro_batch_s_per_param,
+    step_s_per_tensor, zero3_s_per_module_pass and host_loop_ns), 'autocast calibration' (an AUTOCAST_PAIRS
     row: it set AUTOCAST_S_PER_PARAM), 'bf16 optimizer calibration' (a BF16_OPTIMIZER_PAIR row: it set
     BF16_OPTIMIZER_S_PER_TENSOR), 'zero3 link calibration' (a ZERO3_LINK_PAIRS row: it set ZERO3_LINK_EXPOSED) or
     'judged'."""

@@ -97,9 +97,10 @@ def test_the_step_ladders_rows_are_their_calibration_rows():
         assert Counter(map(calibration_role, read_rows(ROOT / path))) == {"step calibration": 6}
     assert len({run_id for _, *ids in H200_STEP_LADDERS for run_id in ids}) == 28
     assert len({run_id for _, *ids in H200_MICRO_BATCH_LADDERS for run_id in ids}) == 20
-    # beside the ladders, machine b's ZeRO-0, -2 and -3 pairs and machine a's gpt2-xl at micro-batch 2 are judged
+    # beside the ladders, machine b's ZeRO-0 and -2 pairs and machine a's gpt2-xl at micro-batch 2 are judged; its
+    # ZeRO-3 pair is one of H200_ZERO3_LADDERS
     assert Counter(map(calibration_role, read_rows(ROOT / "bench/estimator/h200_mb_ga_ladder_b/ladder.jsonl"))) == \
-        {"step calibration": 4, "judged": 6}
+        {"step calibration": 6, "judged": 4}
 
 
 def test_a_step_ladder_of_two_models_is_refused(monkeypatch):
@@ -126,11 +127,55 @@ def test_a_micro_batch_ladder_at_one_micro_batch_is_refused(monkeypatch):
         script.micro_batch_costs()
 
 
-def test_the_h200s_host_speed_is_what_its_three_hosts_give():
+def test_zero3s_hooks_price_per_module_and_pass_is_what_each_zero3_ladder_implies():
+    """What the hooks showed beyond a micro-batch's compute, as the hooks' time a pass, per module: llama-1b's at
+    micro-batch 8 (hidden behind 307 ms of compute but 15-34 ms) implies as much as at 2."""
+    prices = bench_calibrate().zero3_hook_prices()
+    assert [(model, round(price * 1e6, 1), round(loop_ns, 1)) for model, price, loop_ns in prices] == [
+        ("llama-1b", 423.2, 45.0), ("llama-1b", 600.6, 43.0), ("gpt2-xl", 311.7, 45.8), ("llama-3b", 453.4, 45.6),
+        ("llama-1b", 531.0, 49.1), ("gpt2-xl", 460.8, 46.0), ("llama-1b", 629.0, 46.4)]
+
+
+def test_the_h200s_hooks_price_and_host_speed_are_the_zero3_ladders_medians():
     from dsx.calibration import GPUS
 
-    assert bench_calibrate().calibrate_host_speed() == GPUS["h200-141gb"].host_loop_ns == 39.3
+    h200 = GPUS["h200-141gb"]
+    assert bench_calibrate().calibrate_zero3_hooks() == (h200.zero3_s_per_module_pass, h200.host_loop_ns) == (
+        4.6e-4, 45.8)
     assert GPUS["h100-80gb"].host_loop_ns == 0  # not measured: the H100's hooks are not scaled
+
+
+def test_a_zero3_ladder_of_another_stage_is_refused(monkeypatch):
+    from dsx.calibration_ladders import H200_MICRO_BATCH_LADDERS
+    from dsx.estimate import EstimateError
+
+    script = bench_calibrate()
+    path, one, four, _, _ = H200_MICRO_BATCH_LADDERS[1]  # llama-1b at ZeRO-1
+    monkeypatch.setattr(script, "H200_ZERO3_LADDERS", ((path, one, four),))
+    with pytest.raises(EstimateError, match=rf"^{path}: {one}, {four} are not ZeRO-3 rows$"):
+        script.zero3_hook_prices()
+
+
+def test_hooks_that_show_nothing_beyond_the_compute_set_no_price():
+    from dsx.estimate import EstimateError
+
+    with pytest.raises(EstimateError, match=r"^ZeRO-3's hooks show -1.0 ms beyond the compute: they set no price$"):
+        bench_calibrate().pass_hooks(-0.001, 0.3, False)
+
+
+def test_pass_hooks_inverts_what_the_compute_hides_of_them():
+    from dsx.estimate.predict import exposed_hooks
+
+    script = bench_calibrate()
+    for hooks, compute, act_ckpt in ((0.1, 0.09, False), (0.1, 0.3, False), (0.5, 0.2, True)):
+        exposed = exposed_hooks(hooks, compute, act_ckpt)
+        assert script.pass_hooks(exposed, compute, act_ckpt) == pytest.approx(hooks)
+
+
+def test_the_hooks_pay_what_the_host_probes_give_of_a_slower_hosts_speed():
+    from dsx.calibration import ZERO3_HOST_SENSITIVITY
+
+    assert bench_calibrate().calibrate_host_sensitivity() == ZERO3_HOST_SENSITIVITY == 0.27
 
 
 def test_the_host_speed_rows_are_its_calibration_rows_and_their_zero1_rows_are_judged():
@@ -279,13 +324,13 @@ def test_the_bf16_optimizer_pair_splits_the_same_samples_at_zero0_in_one_command
 
 def test_the_bf16_optimizer_pair_is_its_calibration_and_the_files_other_rows_are_judged():
     assert Counter(map(calibration_role, read_rows(ROOT / "bench/parity/h100/first.jsonl"))) == {
-        "bf16 optimizer calibration": 2, "judged": 3, "width calibration": 1}
+        "bf16 optimizer calibration": 2, "judged": 4}  # its width row sets nothing since 2026-12-01
 
 
 def test_the_h200s_compile_factor_is_what_its_five_same_command_pairs_give():
     from dsx.calibration import GPUS
 
-    assert bench_calibrate().calibrate_compile_pairs() == GPUS["h200-141gb"].compile_speedup == 1.541
+    assert bench_calibrate().calibrate_compile_pairs() == GPUS["h200-141gb"].compile_speedup == 1.535
     assert GPUS["h100-80gb"].compile_speedup == 0  # the H100 keeps COMPILE_SPEEDUP, its one gpt2-xl pair
 
 

@@ -29,15 +29,17 @@ from dsx.calibration import (AUTOCAST_PAIRS, AUTOCAST_S_PER_PARAM, CALIBRATION_F
                              ULYSSES_BYTES_PER_S, ULYSSES_FILE, ULYSSES_RUN_IDS, ACT_OFFLOAD_BYTES_PER_S,
                              ACT_OFFLOAD_FILE, ACT_OFFLOAD_RUN_IDS, COMM_LOGGER_PAIRS, COMM_LOGGER_S_PER_BYTE,
                              COMM_LOGGER_S_PER_FETCH, OVERFLOW_CHECK_PAIRS, OVERFLOW_CHECK_S_PER_TENSOR, HOST_SPEED_RUNS,
+                             ZERO3_HOST_SENSITIVITY,
                              BF16_OPTIMIZER_PAIR, BF16_OPTIMIZER_S_PER_TENSOR, LINK_FILES, LINK_PROBE_MIB,
                              NVLINK_BUSBW, ZERO3_LINK_EXPOSED, ZERO3_LINK_PAIRS, GpuKind)
-from dsx.calibration_ladders import H200_MICRO_BATCH_LADDERS, H200_STEP_LADDERS
+from dsx.calibration_ladders import H200_MICRO_BATCH_LADDERS, H200_STEP_LADDERS, H200_ZERO3_LADDERS
 from dsx.estimate import EstimateError, activation_bytes, compute_flops, estimate, setup_of_row, step_time
 from dsx.estimate.predict import (act_offload_bytes, autocast_seconds, bf16_optimizer_seconds, overflow_check_seconds,
                                   sent_bytes,
                                   ulysses_bytes,
-                                  ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step, zero3_hook_seconds)
-from dsx.estimate.states import attention_seconds, compute_rate, compute_seconds, micro_batch_seconds
+                                  exposed_hooks, ulysses_seconds, zero3_fetch_seconds, zero3_fetches_per_step,
+                                  zero3_hook_seconds, zero3_pass_hooks)
+from dsx.estimate.states import attention_seconds, compute_rate, compute_seconds, micro_batch_seconds, zero_layout
 from dsx.gpus import peak_tflops
 from dsx.models import count_modules, count_params, count_tensors, resolve_model
 from dsx.results import read_rows
@@ -64,18 +66,31 @@ def role_rows(rows: list[dict]) -> dict[str, list[dict]]:
     return chosen
 
 
+def pass_hooks(exposed: float, compute: float, act_ckpt: bool) -> float:
+    """The hooks' seconds a pass at which exposed_hooks (what one micro-batch's compute does not hide of them) is
+    `exposed`: it grows with them, so halving finds it."""
+    if exposed <= 0:
+        raise EstimateError(f"ZeRO-3's hooks show {exposed * 1e3:.1f} ms beyond the compute: they set no price")
+    low, high = 0.0, exposed + compute
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if exposed_hooks(mid, compute, act_ckpt) < exposed else (low, mid)
+    return (low + high) / 2
+
+
 def calibration_rows(rows: list[dict]) -> dict[str, dict]:
     """The first ok row of each role (role_rows): the row of a kind calibrated from one command."""
     return {role: found[0] for role, found in role_rows(rows).items()}
 
 
 def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | None = None,
-              micro_batch_s_per_param: float = 0.0) -> GpuKind:
+              micro_batch_s_per_param: float = 0.0, zero3_s_per_module_pass: float | None = None) -> GpuKind:
     """The constants of a GpuKind from the CALIBRATION_ROWS of one model on one GPU, run by one command or more: each
     role's step time and host memory the median over its rows (a kind run once: that row's). `fixed_s_per_param`:
     the step's fixed work per parameter from grad-accum ladders of several models (calibrate_step); the checkpointed
     pair's intercept, one model's, then sets the per-tensor rest (step_s_per_tensor) instead, less its one
-    micro-batch's `micro_batch_s_per_param` (calibrate_micro_batch), which ZeRO-3's hooks hold at that stage."""
+    micro-batch's `micro_batch_s_per_param` (calibrate_micro_batch), which ZeRO-3's hooks hold at that stage.
+    `zero3_s_per_module_pass`: the hooks' price from ZeRO-3 ladders (calibrate_zero3_hooks), else the ZeRO-3 row's."""
     chosen = role_rows(rows)
     first = {role: found[0] for role, found in chosen.items()}
     memory = [r["memory"]["max"] for found in chosen.values() for r in found]
@@ -101,8 +116,12 @@ def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | 
     achieved = compute_flops(setup.resolved, 1, 1, True) / (peak * (per_sample - attention))
     no_ckpt = replace(setup, act_ckpt=False)
     base = fixed + compute_flops(setup.resolved, 8, 1, False) / (peak * achieved) + attention_seconds(no_ckpt, 8, 1)
-    # per module per pass (forward, backward); ZeRO-3 checks no tensor, and its hooks hold its micro-batch's own cost
-    zero3 = (t["zero3"] - base + micro_batch_s_per_param * n) / (2 * modules)
+    # per module per pass (forward, backward), at which the hooks show beyond the passes' compute (exposed_hooks) as
+    # much as the row exceeds the base; ZeRO-3 checks no tensor, and its hooks hold its micro-batch's own cost
+    zero3 = zero3_s_per_module_pass
+    if zero3 is None:
+        hooks = pass_hooks(t["zero3"] - base + micro_batch_s_per_param * n, base - fixed, False)
+        zero3 = float(f"{hooks / modules:.3g}")
     offload_check = overflow_check_seconds(setup_of_row(first["offload"], setup.gpu))  # ZeRO-2 offload checks each
     rss = {role: int(statistics.median(r["memory"]["max"]["host_rss_peak"] for r in found))
            for role, found in chosen.items()}
@@ -113,8 +132,9 @@ def calibrate(rows: list[dict], key: str, name: str, fixed_s_per_param: float | 
         step_s_per_tensor=float(f"{per_tensor:.3g}"), micro_batch_s_per_param=micro_batch_s_per_param,
         cpu_step_s_per_param={s: float(f"{v:.4g}") for s, v in (
             (1, (t["offload"] - base - offload_check) / n), (2, (t["offload"] - base - offload_check) / n),
-            (3, (t["zero3_offload"] - base + micro_batch_s_per_param * n - zero3 * 2 * modules) / n))},
-        zero3_s_per_module_pass=float(f"{zero3:.3g}"),
+            (3, (t["zero3_offload"] - base + micro_batch_s_per_param * n
+                 - exposed_hooks(zero3 * modules, base - fixed, False)) / n))},
+        zero3_s_per_module_pass=zero3,
         host_process_bytes={0: rss["base"], 1: rss["base"], 2: rss["base"], 3: rss["zero3"]},
         host_bytes_per_param={1: round((rss["offload"] - rss["base"]) / n, 2),
                               2: round((rss["offload"] - rss["base"]) / n, 2),
@@ -453,21 +473,51 @@ def calibrate_compile_pairs(root: Path = ROOT) -> float:
     return round(statistics.median(factors), 3)
 
 
-def calibrate_host_speed(root: Path = ROOT) -> float:
-    """GpuKind.host_loop_ns from HOST_SPEED_RUNS (one ZeRO-3 configuration on hosts of different Python speed): per
-    row, the measured step less the estimate's other terms is the hooks' time; over what zero3_s_per_module_pass
-    prices them at (unscaled), the host's factor; the host's speed over its factor is the speed the constant holds
-    for. The median of those."""
-    speeds = []
+def zero3_hook_prices(root: Path = ROOT) -> list[tuple[str, float, float]]:
+    """Per H200_ZERO3_LADDERS pair, (model, the hooks' seconds per module and pass it implies, its host's Python
+    speed): the slope less the estimate's slope without the hooks (dsx.calibration.GPUS' H200) is what the hooks showed
+    beyond a micro-batch's compute; pass_hooks finds the hooks' time a pass that shows that much."""
+    prices = []
+    for path, one_id, four_id in H200_ZERO3_LADDERS:
+        one, _, slope = ladder_line(root, path, one_id, four_id)
+        four = pair_rows(root, path, one_id, four_id, "step ladder")[1]
+        setups = [setup_of_row(row) for row in (one, four)]
+        if any(zero_layout(setup.ds_config)[0] != 3 for setup in setups):
+            raise EstimateError(f"{path}: {one_id}, {four_id} are not ZeRO-3 rows")
+        without = [step_time(setup, setup.micro_batch) - zero3_hook_seconds(setup) for setup in setups]
+        setup = setups[0]
+        hooks = pass_hooks(slope - (without[1] - without[0]) / 3, compute_seconds(setup, setup.micro_batch, 1),
+                           setup.act_ckpt)
+        loop_ns = statistics.median(row["host_cpu"]["python_loop_ns"] for row in (one, four))
+        prices.append((one["model"]["preset"], hooks / count_modules(setup.resolved), loop_ns))
+    return prices
+
+
+def calibrate_zero3_hooks(root: Path = ROOT) -> tuple[float, float]:
+    """(H200.zero3_s_per_module_pass, H200.host_loop_ns): the ladders' hosts' median Python speed, and the median of
+    zero3_hook_prices' prices, each brought to that speed as host_factor scales the hooks (ZERO3_HOST_SENSITIVITY)."""
+    prices = zero3_hook_prices(root)
+    host = float(f"{statistics.median(loop_ns for _, _, loop_ns in prices):.3g}")
+    at_host = [price / (1 + ZERO3_HOST_SENSITIVITY * (loop_ns / host - 1)) for _, price, loop_ns in prices]
+    return float(f"{statistics.median(at_host):.3g}"), host
+
+
+def calibrate_host_sensitivity(root: Path = ROOT) -> float:
+    """ZERO3_HOST_SENSITIVITY from HOST_SPEED_RUNS (one ZeRO-3 configuration on hosts of different Python speed): per
+    row, the measured step less the estimate's other terms is what the hooks showed beyond the compute; the hooks'
+    time a pass that shows that much (pass_hooks) over what the H200's price gives at its reference host, less 1, over
+    the row's host speed over the reference, less 1. The median of those."""
+    h200 = GPUS["h200-141gb"]
+    sensitivities = []
     for path, run_id, loop_ns in HOST_SPEED_RUNS:
         row = {r["run_id"]: r for r in read_rows(root / path)}.get(run_id)
         if row is None:
             raise EstimateError(f"host speed calibration row missing in {path}: {run_id}")
-        setup = replace(setup_of_row(row), host_loop_ns=None)  # unscaled
-        hooks = zero3_hook_seconds(setup)
-        factor = (_step(row) - (step_time(setup, setup.micro_batch) - hooks)) / hooks
-        speeds.append(loop_ns / factor)
-    return float(f"{statistics.median(speeds):.3g}")
+        setup = replace(setup_of_row(row, h200), host_loop_ns=None)  # at the reference host
+        exposed = _step(row) - (step_time(setup, setup.micro_batch) - zero3_hook_seconds(setup))
+        hooks = pass_hooks(exposed / setup.grad_accum, compute_seconds(setup, setup.micro_batch, 1), setup.act_ckpt)
+        sensitivities.append((hooks / zero3_pass_hooks(setup) - 1) / (loop_ns / h200.host_loop_ns - 1))
+    return float(f"{statistics.median(sensitivities):.3g}")
 
 
 def calibrate_ulysses(rows: list[dict]) -> float:
@@ -506,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     h100 = GPUS["h100-80gb"]
     # the H200's per-step and per-micro-batch work from its grad-accum ladders; the H100 has none
     computed = (calibrate(rows, shipped.key, shipped.name) if shipped.key == h100.key
-                else calibrate(rows, shipped.key, shipped.name, calibrate_step(), calibrate_micro_batch()))
+                else calibrate(rows, shipped.key, shipped.name, calibrate_step(), calibrate_micro_batch(),
+                               calibrate_zero3_hooks()[0]))
     if shipped.key == h100.key:  # the headroom's trials and the width curve's rows ran on the H100 only
         computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(
             list(read_rows(args.headroom_rows)), computed))
@@ -590,11 +641,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# ZeRO-3 over a slower link, from {', '.join(sorted({f for f, _, _ in ZERO3_LINK_PAIRS}))}: "
           f"ZERO3_LINK_EXPOSED = {exposed!r}" + ("" if exposed == ZERO3_LINK_EXPOSED
                                                  else f"  # dsx ships {ZERO3_LINK_EXPOSED!r}"))
-    host = calibrate_host_speed()
-    print(f"# the host's Python speed, from {', '.join(path for path, _, _ in HOST_SPEED_RUNS)}: "
+    host = calibrate_zero3_hooks()[1]
+    print(f"# the host's Python speed, from {', '.join(sorted({path for path, _, _ in H200_ZERO3_LADDERS}))}: "
           f"GPUS['h200-141gb'].host_loop_ns = {host!r}"
           + ("" if host == GPUS["h200-141gb"].host_loop_ns else f"  # dsx ships {GPUS['h200-141gb'].host_loop_ns!r}"))
-    return 1 if differ or host != GPUS["h200-141gb"].host_loop_ns or factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
+    sensitivity = calibrate_host_sensitivity()
+    print(f"# how much of a slower host the hooks pay, from {', '.join(path for path, _, _ in HOST_SPEED_RUNS)}: "
+          f"ZERO3_HOST_SENSITIVITY = {sensitivity!r}"
+          + ("" if sensitivity == ZERO3_HOST_SENSITIVITY else f"  # dsx ships {ZERO3_HOST_SENSITIVITY!r}"))
+    return 1 if differ or host != GPUS["h200-141gb"].host_loop_ns or sensitivity != ZERO3_HOST_SENSITIVITY or \
+        factors != shipped_factors or dropout != DROPOUT_FREE_SPEEDUP or \
         kernels != (LIGER_SPEEDUP, FP8_SPEEDUP) or fetch != ZERO3_FETCH_S or ulysses != ULYSSES_BYTES_PER_S or \
         offload != ACT_OFFLOAD_BYTES_PER_S or overflow != OVERFLOW_CHECK_S_PER_TENSOR or logger != shipped_logger \
         or autocast != AUTOCAST_S_PER_PARAM or h200_compile != GPUS["h200-141gb"].compile_speedup \
