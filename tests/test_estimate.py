@@ -444,7 +444,8 @@ def test_the_fetch_term_brings_the_multi_gpu_zero3_rows_of_two_other_models_clos
     """llama-1b (with and without checkpointing, 2 x and 4 x H200, three machines) and llama-3b (2 x and 4 x H100, 2 x
     and 4 x H200), none of them a ZERO3_FETCH_PAIRS row, each against the 1-GPU row of its command (the machine's own
     speed taken out): the n-GPU / 1-GPU ratio's median error 11.1% with the fetch term, 16.0% without. Their absolute
-    errors do not judge the term: one machine ran all of them 17-29% faster than the estimate, its 1-GPU rows too."""
+    errors do not judge the term: one machine ran them up to 19% faster than the estimate, and the 4 x H100 host's
+    llama-3b rows are predicted up to 81% too fast."""
     import statistics
 
     import dsx.estimate.predict as predict
