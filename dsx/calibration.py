@@ -63,8 +63,9 @@ class GpuKind:
     """The widest hidden size the width curve was fitted on: wider models get its factor (not extrapolated)."""
     host_loop_ns: float = 0.0
     """The Python speed (dsx.host.python_loop_ns) of a host on which zero3_s_per_module_pass holds: ZeRO-3's hooks
-    run in Python, so a row measured on a host of h ns prices them x h / host_loop_ns (the H200's: the median host of
-    dsx.calibration_ladders.H200_ZERO3_LADDERS). 0: not measured for this kind, the hooks unscaled."""
+    run in Python, so a row measured on a host of h ns prices them x (1 + ZERO3_HOST_SENSITIVITY x (h / host_loop_ns -
+    1)) (the H200's: the median host of dsx.calibration_ladders.H200_ZERO3_LADDERS). 0: not measured for this kind,
+    the hooks unscaled."""
     step_s_per_tensor: float = 0.0
     """Step time besides fixed_s_per_param and the overflow check, per parameter tensor of a rank's partition: the
     host's share of the step's fixed work, where machines of one kind differ (dsx.calibration_ladders). 0: the kind's

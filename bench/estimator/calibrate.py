@@ -149,7 +149,7 @@ def step_ladders(root: Path = ROOT) -> dict[str, tuple[object, list[tuple[float,
     once and the slope what a micro-batch costs."""
     by_model: dict[str, tuple[object, list[tuple[float, float]]]] = {}
     for path, one_id, four_id in H200_STEP_LADDERS:
-        one, intercept, slope = ladder_line(root, path, one_id, four_id)
+        one, _, intercept, slope = ladder_line(root, path, one_id, four_id)
         model = one["model"]["preset"]
         if model not in by_model:
             by_model[model] = (setup_of_row(one), [])
@@ -157,14 +157,14 @@ def step_ladders(root: Path = ROOT) -> dict[str, tuple[object, list[tuple[float,
     return by_model
 
 
-def ladder_line(root: Path, path: str, one_id: str, four_id: str) -> tuple[dict, float, float]:
-    """(the grad-accum 1 row, the intercept, the slope) of one model's steps at grad-accum 1 and 4 in `path`, seconds;
-    EstimateError when the two rows are not that."""
+def ladder_line(root: Path, path: str, one_id: str, four_id: str) -> tuple[dict, dict, float, float]:
+    """(the grad-accum 1 row, the grad-accum 4 row, the intercept, the slope) of one model's steps at grad-accum 1 and
+    4 in `path`, seconds; EstimateError when the two rows are not that."""
     one, four = pair_rows(root, path, one_id, four_id, "step ladder")
     if (one["grad_accum"], four["grad_accum"]) != (1, 4) or one["model"] != four["model"]:
         raise EstimateError(f"{path}: {one_id}, {four_id} are not one model at grad-accum 1 and 4")
     slope = (_step(four) - _step(one)) / 3
-    return one, _step(one) - slope, slope
+    return one, four, _step(one) - slope, slope
 
 
 def step_per_param(root: Path = ROOT) -> dict[str, float]:
@@ -184,7 +184,7 @@ def micro_batch_costs(root: Path = ROOT) -> dict[str, list[tuple[float, float]]]
     grad-accum slopes at two micro-batches a and b are c + a x s and c + b x s."""
     by_model: dict[str, list[tuple[float, float]]] = {}
     for path, *ids in H200_MICRO_BATCH_LADDERS:
-        (a, _, slope_a), (b, _, slope_b) = ladder_line(root, path, *ids[:2]), ladder_line(root, path, *ids[2:])
+        (a, _, _, slope_a), (b, _, _, slope_b) = ladder_line(root, path, *ids[:2]), ladder_line(root, path, *ids[2:])
         if a["model"] != b["model"] or a["micro_batch"] == b["micro_batch"]:
             raise EstimateError(f"{path}: {', '.join(ids)} are not one model at two micro-batches, grad-accum 1 and 4")
         sample = (slope_b - slope_a) / (b["micro_batch"] - a["micro_batch"])
@@ -479,8 +479,7 @@ def zero3_hook_prices(root: Path = ROOT) -> list[tuple[str, float, float]]:
     beyond a micro-batch's compute; pass_hooks finds the hooks' time a pass that shows that much."""
     prices = []
     for path, one_id, four_id in H200_ZERO3_LADDERS:
-        one, _, slope = ladder_line(root, path, one_id, four_id)
-        four = pair_rows(root, path, one_id, four_id, "step ladder")[1]
+        one, four, _, slope = ladder_line(root, path, one_id, four_id)
         setups = [setup_of_row(row) for row in (one, four)]
         if any(zero_layout(setup.ds_config)[0] != 3 for setup in setups):
             raise EstimateError(f"{path}: {one_id}, {four_id} are not ZeRO-3 rows")
@@ -554,10 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.rows or [ROOT / path for path in CALIBRATION_FILES[shipped.key]]
     rows = [row for path in paths for row in read_rows(path)]
     h100 = GPUS["h100-80gb"]
-    # the H200's per-step and per-micro-batch work from its grad-accum ladders; the H100 has none
+    zero3_price, host = calibrate_zero3_hooks()
+    # the H200's per-step and per-micro-batch work and ZeRO-3's hooks from its grad-accum ladders; the H100 has none
     computed = (calibrate(rows, shipped.key, shipped.name) if shipped.key == h100.key
-                else calibrate(rows, shipped.key, shipped.name, calibrate_step(), calibrate_micro_batch(),
-                               calibrate_zero3_hooks()[0]))
+                else calibrate(rows, shipped.key, shipped.name, calibrate_step(), calibrate_micro_batch(), zero3_price))
     if shipped.key == h100.key:  # the headroom's trials and the width curve's rows ran on the H100 only
         computed = replace(computed, allocator_headroom_bytes=calibrate_headroom(
             list(read_rows(args.headroom_rows)), computed))
@@ -641,7 +640,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# ZeRO-3 over a slower link, from {', '.join(sorted({f for f, _, _ in ZERO3_LINK_PAIRS}))}: "
           f"ZERO3_LINK_EXPOSED = {exposed!r}" + ("" if exposed == ZERO3_LINK_EXPOSED
                                                  else f"  # dsx ships {ZERO3_LINK_EXPOSED!r}"))
-    host = calibrate_zero3_hooks()[1]
     print(f"# the host's Python speed, from {', '.join(sorted({path for path, _, _ in H200_ZERO3_LADDERS}))}: "
           f"GPUS['h200-141gb'].host_loop_ns = {host!r}"
           + ("" if host == GPUS["h200-141gb"].host_loop_ns else f"  # dsx ships {GPUS['h200-141gb'].host_loop_ns!r}"))

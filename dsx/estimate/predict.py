@@ -260,14 +260,11 @@ def autocast_seconds(setup: Setup) -> float:
 
 
 def zero3_hook_seconds(setup: Setup, micro_batch: int | None = None) -> float:
-    """What ZeRO-3's hooks add to a step. The host runs them (every module, every forward and backward pass;
-    checkpointing's recompute runs them again) at zero3_s_per_module_pass x host_factor while the GPU runs the
-    pass's kernels, so a pass shows only the hooks' time beyond its compute: max(0, hooks - compute) a pass, the
-    forward a third of a micro-batch's compute, the backward the rest (with checkpointing, a quarter and three
-    quarters, the recompute's hooks in the backward). On one H200, llama-1b's micro-batch of 8 took 15 ms more at
-    ZeRO-3 than at ZeRO-1 where its hooks take ~100 ms, and gpt2-xl's forward took 282 ms at ZeRO-3 against 80 at
-    ZeRO-1 (bench/estimator/terms.md, "ZeRO-3's hooks behind the compute"). `micro_batch`: the setup's unless
-    given. 0 below ZeRO-3."""
+    """What ZeRO-3's hooks add to a step. The host runs them (zero3_pass_hooks) while the GPU runs the pass's kernels,
+    so a pass shows only the hooks' time beyond its compute (exposed_hooks). On one H200, llama-1b's micro-batch of
+    8 took 15 ms more at ZeRO-3 than at ZeRO-1 where its hooks take ~100 ms, and gpt2-xl's forward took 282 ms at
+    ZeRO-3 against 80 at ZeRO-1 (bench/estimator/terms.md, "ZeRO-3's hooks behind the compute"). `micro_batch`: the
+    setup's unless given. 0 below ZeRO-3."""
     if zero_layout(setup.ds_config)[0] != 3:
         return 0.0
     return setup.grad_accum * exposed_hooks(zero3_pass_hooks(setup),
